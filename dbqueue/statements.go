@@ -1,0 +1,142 @@
+package dbqueue
+
+import (
+	"strings"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// jobColumns is what every read of a job row selects, in Job's scan order.
+const jobColumns = "id, queue, payload, attempts, reserved_at, available_at, created_at"
+
+// statements is the SQL of one dialect, built once per queue.
+type statements struct {
+	d Dialect
+	// reserve claims jobs in one statement (PostgreSQL, SQLite); params:
+	// queue, retryAfter, n, queue, n, n.
+	reserve string
+	// reserveCandidates lists ids to claim without locking (MySQL); params:
+	// queue, retryAfter, m, queue, m, m. reserveDue rechecks a locked row.
+	reserveCandidates, reserveDue string
+	// deleteArrays deletes held (id, attempts) pairs given as two arrays
+	// (PostgreSQL).
+	deleteArrays                       string
+	deleteOne, release, releasePayload string
+	failDelete, failInsert, unreserve  string
+	size, clear                        string
+	insertReturnsID                    bool
+	deleteReturning                    bool
+}
+
+func newStatements(d Dialect, mariaDB bool) statements {
+	now := d.Now()
+	s := statements{d: d}
+	r := d.Rebind
+	expired := "queue = ? AND reserved_at IS NOT NULL AND reserved_at <= " + now + " - ? ORDER BY reserved_at LIMIT ?"
+	ready := "queue = ? AND reserved_at IS NULL AND available_at <= " + now + " ORDER BY available_at, id LIMIT ?"
+	switch d {
+	case Postgres:
+		// FOR UPDATE cannot sit under a UNION, so each arm locks in its own
+		// CTE; CTEs run on demand, so the ready arm is read only when the
+		// expired arm leaves room.
+		s.reserve = r(`WITH expired AS (SELECT id FROM jobs WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
+ready AS (SELECT id FROM jobs WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
+due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
+UPDATE jobs SET reserved_at = ` + now + `, attempts = jobs.attempts + 1
+FROM due WHERE jobs.id = due.id
+RETURNING jobs.id, jobs.queue, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at`)
+		s.deleteArrays = `DELETE FROM jobs USING unnest($1::bigint[], $2::int[]) AS held(id, attempts)
+WHERE jobs.id = held.id AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.attempts`
+		s.insertReturnsID = true
+		s.deleteReturning = true
+	case SQLite:
+		s.reserve = `UPDATE jobs SET reserved_at = ` + now + `, attempts = attempts + 1
+WHERE id IN (
+  SELECT id FROM (SELECT id FROM jobs WHERE ` + expired + `)
+  UNION ALL
+  SELECT id FROM (SELECT id FROM jobs WHERE ` + ready + `)
+  LIMIT ?)
+RETURNING ` + jobColumns
+		s.deleteReturning = true
+	case MySQL:
+		// The index hint keeps the claim on the index whose order is the
+		// claim's order: a plan that sorts would lock every row it reads.
+		// Two steps: candidate ids from the claim index without locking
+		// (an index-only read), then lock those rows by primary key with
+		// SKIP LOCKED, checking again that each is still due. A locking
+		// read through the secondary index took three times as long.
+		from := "SELECT id FROM jobs FORCE INDEX (jobs_queue_reserved_available_idx) WHERE "
+		s.reserveCandidates = "(" + from + expired + ") UNION ALL (" + from + ready + ") LIMIT ?"
+		s.reserveDue = "((reserved_at IS NULL AND available_at <= " + now + ") OR (reserved_at IS NOT NULL AND reserved_at <= " + now + " - ?))"
+		s.deleteReturning = mariaDB
+	}
+	held := " WHERE id = ? AND attempts = ? AND reserved_at IS NOT NULL"
+	s.deleteOne = r("DELETE FROM jobs" + held)
+	s.release = r("UPDATE jobs SET reserved_at = NULL, available_at = " + now + " + ?" + held)
+	s.releasePayload = r("UPDATE jobs SET payload = ?, reserved_at = NULL, available_at = " + now + " + ?" + held)
+	s.unreserve = r("UPDATE jobs SET reserved_at = NULL, attempts = attempts - 1" + held)
+	s.failDelete = s.deleteOne
+	insert := "INSERT INTO failed_jobs (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)"
+	switch d {
+	case MySQL:
+		s.failInsert = insert + " ON DUPLICATE KEY UPDATE connection = VALUES(connection), queue = VALUES(queue), payload = VALUES(payload), exception = VALUES(exception), failed_at = VALUES(failed_at)"
+	default:
+		s.failInsert = r(insert + " ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at")
+	}
+	s.size = r(`SELECT
+  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at <= ` + now + ` THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at > ` + now + ` THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+  MIN(CASE WHEN reserved_at IS NULL AND available_at <= ` + now + ` THEN available_at END),
+  ` + now + `
+FROM jobs WHERE queue = ?`)
+	s.clear = r("DELETE FROM jobs WHERE queue = ?")
+	return s
+}
+
+// insert builds a multi-row INSERT for jobs. Each row's available_at is
+// either the database's now plus a delay or an absolute time.
+func (s statements) insert(rows []pushRow, notify bool) string {
+	now := s.d.Now()
+	var b strings.Builder
+	b.WriteString("INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES ")
+	for i, row := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if row.absolute {
+			b.WriteString("(?, ?, 0, NULL, ?, " + now + ")")
+		} else {
+			b.WriteString("(?, ?, 0, NULL, " + now + " + ?, " + now + ")")
+		}
+	}
+	if s.insertReturnsID {
+		b.WriteString(" RETURNING id")
+	}
+	if notify {
+		// Wake listening workers in the same statement, inside the pusher's
+		// transaction: a rolled-back push wakes nobody, and PostgreSQL
+		// delivers one notification per queue however many rows there are.
+		return s.d.Rebind(`WITH ins AS (` + b.String() + `, queue, available_at)
+SELECT ins.id FROM ins CROSS JOIN (SELECT count(pg_notify('` + notifyChannel + `', q)) FROM
+  (SELECT DISTINCT queue AS q FROM ins WHERE available_at <= ` + now + `) d) n`)
+	}
+	return s.d.Rebind(b.String())
+}
+
+// deleteMany deletes the rows of held (id, attempts) pairs. The plain id
+// list lets every dialect use the primary key.
+func (s statements) deleteMany(n int, returning bool) string {
+	q := "DELETE FROM jobs WHERE id IN (" + sqldb.List(n) + ") AND (id, attempts) IN (" + sqldb.Placeholders(n, 2) + ") AND reserved_at IS NOT NULL"
+	if returning {
+		q += " RETURNING id, attempts"
+	}
+	return s.d.Rebind(q)
+}
+
+// selectHeld finds which (id, attempts) pairs are still held, locking them
+// (MySQL's way to learn what a DELETE without RETURNING will remove).
+func (s statements) selectHeld(n int) string {
+	return "SELECT id, attempts FROM jobs WHERE id IN (" + sqldb.List(n) + ") AND (id, attempts) IN (" + sqldb.Placeholders(n, 2) + ") AND reserved_at IS NOT NULL FOR UPDATE"
+}
