@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+)
+
+// Completion batching: successful jobs are deleted together, each still
+// checked against its own reservation. A crash before a batch is written
+// loses no work: those jobs run again after retry_after.
+const (
+	completeBatch = 500
+	completeDelay = 2 * time.Millisecond
+)
+
+type completer struct {
+	w    *Worker
+	in   chan *dbqueue.Job
+	done chan struct{}
+}
+
+func newCompleter(w *Worker) *completer {
+	c := &completer{w: w, in: make(chan *dbqueue.Job, completeBatch), done: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+func (c *completer) add(job *dbqueue.Job) { c.in <- job }
+
+// close writes what is pending and waits for it.
+func (c *completer) close() {
+	close(c.in)
+	<-c.done
+}
+
+func (c *completer) loop() {
+	defer close(c.done)
+	batch := make([]*dbqueue.Job, 0, completeBatch)
+	for job := range c.in {
+		batch = append(batch[:0], job)
+		timer := time.NewTimer(completeDelay)
+	gather:
+		for len(batch) < completeBatch {
+			select {
+			case j, ok := <-c.in:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, j)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		c.flush(batch)
+	}
+}
+
+// flush deletes a batch, retrying database trouble until the oldest
+// reservation in it is about to expire.
+func (c *completer) flush(batch []*dbqueue.Job) {
+	ctx := context.Background()
+	deadline := batch[0].ExpiresAt()
+	for _, j := range batch {
+		if j.ExpiresAt().Before(deadline) {
+			deadline = j.ExpiresAt()
+		}
+	}
+	deadline = deadline.Add(-time.Second)
+	wait := 50 * time.Millisecond
+	for {
+		lost, err := c.w.q.DeleteMany(ctx, batch)
+		if err == nil {
+			for _, j := range lost {
+				c.w.log.Warn("completed job was no longer held (reclaimed after retry_after); it may run again", "id", j.ID, "name", j.Name())
+			}
+			return
+		}
+		if time.Now().Add(wait).After(deadline) {
+			c.w.log.Error("cannot delete completed jobs; they will run again after retry_after", "jobs", len(batch), "error", err)
+			return
+		}
+		c.w.log.Warn("cannot delete completed jobs; retrying", "in", wait, "error", err)
+		time.Sleep(wait)
+		wait = min(wait*2, 5*time.Second)
+	}
+}

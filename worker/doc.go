@@ -1,0 +1,21 @@
+// Package worker runs jobs from a dbqueue.Queue: what Laravel's
+// `php artisan queue:work` does, as a library to embed in a Go service, with
+// many jobs at once in goroutines.
+//
+// The loop reads top to bottom like Laravel's Worker::daemon: check the
+// stop conditions and the restart and pause signals, reserve as many jobs
+// as there are free slots, run each with its timeout, and then delete it
+// (success), release it with a backoff (an error with tries left) or move
+// it to failed_jobs (out of tries, past retryUntil, too many exceptions, a
+// timeout with failOnTimeout, an unknown job name).
+//
+// Timeouts: a handler's context is cancelled at the job's timeout. A
+// handler that returns is finished at once (released or failed). A handler
+// that ignores its context is given two more seconds; then its job is
+// treated as timed out without waiting for it — failed if that is what the
+// timeout calls for, otherwise left reserved so it comes back after
+// retry_after, as it would in Laravel, whose worker kills its own process.
+// The stuck goroutine keeps its slot until it returns, so concurrency stays
+// bounded, and when every slot is stuck Run returns ErrWedged so a
+// supervisor can restart the process.
+package worker

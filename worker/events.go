@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+)
+
+// Events are hooks called as jobs move through the worker, named after
+// Laravel's queue events. Job hooks are called from the goroutine running
+// the job, so several run at once; keep them quick and safe for concurrent
+// use. Every field is optional.
+type Events struct {
+	// JobProcessing: a reserved job is about to run.
+	JobProcessing func(ctx context.Context, job *dbqueue.Job)
+	// JobProcessed: the handler succeeded (or discarded the job).
+	JobProcessed func(ctx context.Context, job *dbqueue.Job, took time.Duration)
+	// JobExceptionOccurred: the handler returned an error or panicked.
+	JobExceptionOccurred func(ctx context.Context, job *dbqueue.Job, err error)
+	// JobReleasedAfterException: after an error, the job will run again
+	// after delay.
+	JobReleasedAfterException func(ctx context.Context, job *dbqueue.Job, delay time.Duration)
+	// JobReleased: the handler asked for a release (ReleaseAfter), or the
+	// worker stopped before the job could finish.
+	JobReleased func(ctx context.Context, job *dbqueue.Job, delay time.Duration)
+	// JobFailed: the job was moved to failed_jobs.
+	JobFailed func(ctx context.Context, job *dbqueue.Job, err error)
+	// JobTimedOut: the job ran past its timeout.
+	JobTimedOut func(ctx context.Context, job *dbqueue.Job)
+	// Looping: the worker is about to look for jobs.
+	Looping func(ctx context.Context)
+	// WorkerStopping: Run is returning, with why and the error if any.
+	WorkerStopping func(reason StopReason, err error)
+}
+
+// StopReason says why Run returned.
+type StopReason string
+
+// The reasons Run returns.
+const (
+	StopCancelled StopReason = "cancelled" // the context passed to Run ended
+	StopEmpty     StopReason = "empty"     // StopWhenEmpty and no job was ready
+	StopMaxJobs   StopReason = "max-jobs"  // MaxJobs jobs were processed
+	StopMaxTime   StopReason = "max-time"  // MaxTime passed
+	StopMemory    StopReason = "memory"    // MemoryLimitMB was exceeded
+	StopRestart   StopReason = "restart"   // a restart was broadcast (worker.Restart)
+	StopWedged    StopReason = "wedged"    // every goroutine is stuck in a handler that ignores its context
+	StopError     StopReason = "error"     // the queue cannot be worked (tables missing)
+)

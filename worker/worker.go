@@ -1,0 +1,432 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// ErrWedged is returned by Run when every goroutine is stuck in a handler
+// that ignored its context past its timeout: the process should exit so a
+// supervisor restarts it (Laravel's worker kills itself in this case).
+var ErrWedged = errors.New("worker: every goroutine is stuck in a handler that ignores its context; restart the process")
+
+// Worker runs jobs from one queue connection. Register handlers, then Run.
+type Worker struct {
+	q    *dbqueue.Queue
+	h    sqldb.Handle
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[string]*handler
+}
+
+// New returns a worker for q. It refuses options that cannot work, above all
+// a Timeout that is not TimeoutMargin shorter than the queue's retry_after.
+func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
+	if q == nil {
+		return nil, errors.New("worker: nil queue")
+	}
+	h := sqldb.HandleOf(q)
+	opts = opts.withDefaults()
+	if err := opts.validate(q.RetryAfter()); err != nil {
+		return nil, err
+	}
+	if len(opts.Queues) == 0 {
+		opts.Queues = []string{h.Queue}
+	}
+	return &Worker{
+		q: q, h: h, opts: opts,
+		log:      opts.Logger.With("worker", opts.Name),
+		handlers: map[string]*handler{},
+	}, nil
+}
+
+// handlerFor finds the handler of a job: by its name, then, for Laravel
+// string jobs ("Class@method"), by the class alone.
+func (w *Worker) handlerFor(job *dbqueue.Job) *handler {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	name := job.Name()
+	if h, ok := w.handlers[name]; ok {
+		return h
+	}
+	if d := job.Payload.DisplayName; d != "" {
+		return w.handlers[d]
+	}
+	return nil
+}
+
+// run is the state of one Run call.
+type run struct {
+	w       *Worker
+	started time.Time
+
+	ready     chan *dbqueue.Job // reserved jobs waiting for a goroutine
+	freed     chan struct{}     // a goroutine finished a job
+	inFlight  atomic.Int64      // reserved and not yet finished
+	reserved  atomic.Int64      // reserved in all
+	processed atomic.Int64      // finished in all
+	stuck     atomic.Int64      // goroutines held by handlers past their timeout
+	stopping  atomic.Bool
+
+	jobCtx     context.Context // parent of every handler's context
+	cancelJobs context.CancelFunc
+
+	restartAt atomic.Int64
+	paused    atomic.Pointer[map[string]bool]
+	overMem   atomic.Bool
+
+	done *completer
+	wake <-chan struct{} // PostgreSQL notifications of new jobs
+}
+
+// Run works jobs until a stop condition is met or ctx ends, then stops
+// gracefully: no new jobs are taken; running jobs get GracePeriod to
+// finish; those still running then have their contexts cancelled and are
+// given back to the queue at once, without counting the attempt.
+// Reserved jobs that never started are given back too.
+//
+// It returns nil on an orderly stop (including ctx ending), ErrWedged, or
+// an error that working cannot get past (the tables are missing).
+// Database trouble is logged and retried with backoff, never returned.
+func (w *Worker) Run(ctx context.Context) (err error) {
+	w.mu.Lock()
+	if len(w.handlers) == 0 {
+		w.mu.Unlock()
+		return errors.New("worker: no handlers registered: call Handle or HandleJSON before Run")
+	}
+	w.mu.Unlock()
+	r := &run{
+		w:       w,
+		started: time.Now(),
+		ready:   make(chan *dbqueue.Job, w.opts.Prefetch),
+		freed:   make(chan struct{}, 1),
+	}
+	r.jobCtx, r.cancelJobs = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.cancelJobs()
+	r.paused.Store(&map[string]bool{})
+
+	sig, err := r.firstSignals(ctx)
+	if err != nil {
+		return err
+	}
+	r.restartAt.Store(sig.restart)
+
+	wake, unsubscribe := w.q.Wakeups(w.opts.Queues...)
+	defer unsubscribe()
+	r.wake = wake
+	r.done = newCompleter(w)
+	var runners sync.WaitGroup
+	for range w.opts.Concurrency {
+		runners.Add(1)
+		go func() {
+			defer runners.Done()
+			r.runner()
+		}()
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	go r.watch(watchCtx, sig.restart)
+
+	reason, loopErr := r.loop(ctx)
+	stopWatch()
+	r.stopping.Store(true)
+	close(r.ready)
+
+	// Let running jobs finish; after the grace period cancel them.
+	finished := make(chan struct{})
+	go func() { runners.Wait(); close(finished) }()
+	if reason == StopCancelled || reason == StopWedged {
+		select {
+		case <-finished:
+		case <-time.After(w.opts.GracePeriod):
+			w.log.Warn("grace period over: cancelling running jobs", "running", r.inFlight.Load())
+			r.cancelJobs()
+			select {
+			case <-finished:
+			case <-time.After(abandonAfter):
+				w.log.Error("handlers ignored cancellation; their jobs stay reserved until retry_after", "jobs", r.inFlight.Load())
+			}
+		}
+	} else {
+		<-finished
+	}
+	r.done.close()
+	w.log.Info("worker stopping", "reason", string(reason), "processed", r.processed.Load(), "error", loopErr)
+	if fn := w.opts.Events.WorkerStopping; fn != nil {
+		fn(reason, loopErr)
+	}
+	return loopErr
+}
+
+// abandonAfter is how long a handler past its timeout (or past the end of
+// the grace period) is waited for before the worker moves on without it.
+const abandonAfter = 2 * time.Second
+
+// firstSignals reads the signals before work starts; it is where missing
+// tables are found.
+func (r *run) firstSignals(ctx context.Context) (signals, error) {
+	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 30*time.Second) {
+		sig, err := readSignals(ctx, r.w.h, r.w.opts.Queues)
+		if err == nil {
+			r.paused.Store(&sig.paused)
+			return sig, nil
+		}
+		if sqldb.MissingTable(err) || ctx.Err() != nil {
+			return signals{}, err
+		}
+		r.w.log.Warn("database unreachable; retrying", "in", wait, "error", err)
+		if !sleep(ctx, wait) {
+			return signals{}, ctx.Err()
+		}
+	}
+}
+
+// watch polls the restart and pause signals and the memory limit.
+func (r *run) watch(ctx context.Context, restartAt int64) {
+	t := time.NewTicker(r.w.opts.SignalInterval)
+	defer t.Stop()
+	memSample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if sig, err := readSignals(ctx, r.w.h, r.w.opts.Queues); err == nil {
+			if sig.restart != restartAt {
+				r.restartAt.Store(-1) // changed: stop
+			}
+			r.paused.Store(&sig.paused)
+		} else if ctx.Err() == nil {
+			r.w.log.Warn("cannot read worker signals", "error", err)
+		}
+		if limit := r.w.opts.MemoryLimitMB; limit > 0 {
+			metrics.Read(memSample)
+			used := memSample[0].Value.Uint64() - memSample[1].Value.Uint64()
+			if used > uint64(limit)<<20 {
+				r.overMem.Store(true)
+			}
+		}
+		r.signal()
+	}
+}
+
+// signal wakes the loop if it waits.
+func (r *run) signal() {
+	select {
+	case r.freed <- struct{}{}:
+	default:
+	}
+}
+
+// stopReason is Laravel's stopIfNecessary.
+func (r *run) stopReason(ctx context.Context) StopReason {
+	o := r.w.opts
+	switch {
+	case ctx.Err() != nil:
+		return StopCancelled
+	case r.restartAt.Load() == -1:
+		return StopRestart
+	case r.overMem.Load():
+		return StopMemory
+	case o.MaxTime > 0 && time.Since(r.started) >= o.MaxTime:
+		return StopMaxTime
+	case o.MaxJobs > 0 && r.processed.Load() >= int64(o.MaxJobs):
+		return StopMaxJobs
+	case r.stuck.Load() >= int64(o.Concurrency):
+		return StopWedged
+	}
+	return ""
+}
+
+// loop reserves jobs while there is room and hands them to the runners.
+func (r *run) loop(ctx context.Context) (StopReason, error) {
+	o := r.w.opts
+	capacity := int64(o.Concurrency + o.Prefetch)
+	idle := minPoll
+	trouble := time.Duration(0)
+	for {
+		if reason := r.stopReason(ctx); reason != "" {
+			if reason == StopWedged {
+				return reason, ErrWedged
+			}
+			return reason, nil
+		}
+		if fn := o.Events.Looping; fn != nil {
+			fn(ctx)
+		}
+		queues := r.activeQueues()
+		want := capacity - r.inFlight.Load()
+		if o.MaxJobs > 0 {
+			want = min(want, int64(o.MaxJobs)-r.reserved.Load())
+		}
+		if len(queues) == 0 || want <= 0 {
+			r.wait(ctx, o.Sleep)
+			continue
+		}
+		// Read before reserving: a job finishing during the claim may have
+		// been released back, so "empty" needs nothing in flight before it.
+		idleBefore := r.inFlight.Load() == 0
+		jobs, err := r.reserve(ctx, int(min(want, 1000)), queues)
+		for _, j := range jobs {
+			r.inFlight.Add(1)
+			r.reserved.Add(1)
+			r.ready <- j
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			if errors.Is(err, sqldb.ErrNoTables) {
+				return StopError, err
+			}
+			trouble = min(max(trouble*2, 100*time.Millisecond), 30*time.Second)
+			r.w.log.Warn("cannot reserve jobs; retrying", "in", trouble, "error", err)
+			sleep(ctx, trouble)
+			continue
+		}
+		if trouble > 0 {
+			r.w.log.Info("database reachable again")
+			trouble = 0
+		}
+		if len(jobs) > 0 {
+			idle = minPoll
+			continue
+		}
+		if o.StopWhenEmpty && idleBefore {
+			return StopEmpty, nil
+		}
+		r.wait(ctx, idle)
+		idle = min(idle*2, o.Sleep)
+	}
+}
+
+// reserve claims jobs without letting a cancellation cut the claim short:
+// a claim cancelled mid-flight may commit on the server with its reply
+// lost, leaving jobs held until retry_after. Jobs claimed as the worker
+// stops are given back at once instead.
+func (r *run) reserve(ctx context.Context, n int, queues []string) ([]*dbqueue.Job, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
+	defer cancel()
+	return r.w.q.Reserve(rctx, n, queues...)
+}
+
+// reserveTimeout bounds one claim on an unresponsive database.
+const reserveTimeout = 30 * time.Second
+
+// minPoll is the first wait after a poll that found nothing.
+const minPoll = 10 * time.Millisecond
+
+// wait sleeps up to d, waking early when a job finishes, a job is pushed
+// (PostgreSQL), or ctx ends.
+func (r *run) wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-r.freed:
+	case <-r.wake:
+	}
+}
+
+func (r *run) activeQueues() []string {
+	paused := *r.paused.Load()
+	if len(paused) == 0 {
+		return r.w.opts.Queues
+	}
+	var active []string
+	for _, q := range r.w.opts.Queues {
+		if !paused[q] {
+			active = append(active, q)
+		}
+	}
+	return active
+}
+
+// runner runs jobs from the ready channel until it is closed.
+func (r *run) runner() {
+	for job := range r.ready {
+		if r.stopping.Load() {
+			r.giveBack(job, "worker stopping before the job started")
+		} else if time.Until(job.ExpiresAt()) < r.w.opts.Timeout {
+			// Waited so long in the prefetch buffer that its reservation
+			// could run out mid-run: hand it back rather than risk two runs.
+			r.giveBack(job, "reservation too close to retry_after to start")
+		} else {
+			r.process(job)
+		}
+		r.inFlight.Add(-1)
+		r.processed.Add(1)
+		if rest := r.w.opts.Rest; rest > 0 && !r.stopping.Load() {
+			time.Sleep(rest)
+		}
+		r.signal()
+	}
+}
+
+// giveBack returns a job without counting its attempt.
+func (r *run) giveBack(job *dbqueue.Job, why string) {
+	ctx := context.WithoutCancel(r.jobCtx)
+	err := r.persist(ctx, job, func() error { return r.w.q.Unreserve(ctx, job) })
+	r.logJob(job, 0, "given back", err, "why", why)
+	if fn := r.w.opts.Events.JobReleased; fn != nil && err == nil {
+		fn(ctx, job, 0)
+	}
+}
+
+// persist runs a finishing statement, retrying database trouble with backoff
+// until it succeeds or the job's reservation is about to expire (then the
+// job comes back after retry_after: run twice at worst, never lost).
+func (r *run) persist(ctx context.Context, job *dbqueue.Job, op func() error) error {
+	deadline := job.ExpiresAt().Add(-time.Second)
+	wait := 50 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		r.w.log.Warn("cannot finish job; retrying", "id", job.ID, "in", wait, "error", err)
+		if !sleep(ctx, wait) {
+			return err
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (r *run) logJob(job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	if !r.w.log.Enabled(context.Background(), level) {
+		return
+	}
+	args := []any{"name", job.Name(), "id", job.ID, "queue", job.Queue, "attempt", job.Attempts,
+		"duration", took.Round(time.Microsecond), "outcome", outcome}
+	args = append(args, extra...)
+	if err != nil {
+		args = append(args, "error", err)
+	}
+	r.w.log.Log(context.Background(), level, "job", args...)
+}
