@@ -1,0 +1,450 @@
+// Package dbqueueq runs dbqueue (github.com/dbqueue/dbqueue) as a
+// bench.System on PostgreSQL, MariaDB and SQLite.
+//
+// Each system keeps its tables apart from River's and the ceiling's: the
+// PostgreSQL schema dbqueue_bench (through search_path), the MariaDB
+// database dbqueue_bench, or its own SQLite file. Setup creates that place
+// and runs dbqueue's own migrations (migrations.Up) in it.
+//
+// The queue is opened with dbqueue.Open and worked by worker.Worker with a
+// no-op handler, exactly as an application would, with only the worker's
+// Concurrency, Prefetch and Sleep set (and its logger discarding job lines).
+// A run counts jobs from the worker's JobProcessed event; when the n-th
+// job has run it stops the workers, whose Run returns only after the
+// completer has deleted every finished job, so Wait's time is when the n-th
+// job left the jobs table, not when its handler returned.
+package dbqueueq
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for migrations and admin statements
+
+	"github.com/dbqueue/dbqueue/bench"
+	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/migrations"
+	"github.com/dbqueue/dbqueue/worker"
+)
+
+// The systems' names.
+const (
+	NamePG      = "dbqueue-pg"
+	NameMariaDB = "dbqueue-mariadb"
+	NameSQLite  = "dbqueue-sqlite"
+)
+
+// Schema is the PostgreSQL schema and the MariaDB database dbqueue's tables
+// live in during the benchmark.
+const Schema = "dbqueue_bench"
+
+// JobName is the handler name every bench job carries.
+const JobName = "Bench@handle"
+
+// pushBatch is how many jobs one PushMany call carries (dbqueue writes
+// them as one multi-row INSERT).
+const pushBatch = 1_000
+
+// Defaults of Options, chosen by measurement on a 2-core machine (see
+// bench/README.md): the claim's batch size (Concurrency+Prefetch, at most
+// 1,000 per round trip) decides throughput, most of all on MariaDB; more
+// workers in one process only add contention on 2 cores. Sleep matters only
+// to an idle worker (PostgreSQL wakes on NOTIFY anyway); River's bench polls
+// every 20ms, the ceiling every 5ms.
+const (
+	DefaultConcurrency = 100
+	DefaultPrefetch    = 900
+	DefaultWorkers     = 1
+	DefaultSleep       = 50 * time.Millisecond
+)
+
+// Options tune the workers. Zero values take the defaults above.
+type Options struct {
+	// Concurrency is worker.Options.Concurrency: jobs run at once per worker.
+	Concurrency int
+	// Prefetch is worker.Options.Prefetch: reserved jobs waiting in memory.
+	// Negative: none. A worker claims up to Concurrency+Prefetch jobs per
+	// round trip, so this also sets the claim's batch size.
+	Prefetch int
+	// Workers is how many worker.Worker instances run, each on its own
+	// dbqueue.Queue (its own pool), as separate processes would.
+	Workers int
+	// Sleep is worker.Options.Sleep: the longest wait between polls of an
+	// empty queue.
+	Sleep time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Prefetch == 0 {
+		o.Prefetch = DefaultPrefetch
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Sleep <= 0 {
+		o.Sleep = DefaultSleep
+	}
+	return o
+}
+
+// System is dbqueue on one database.
+type System struct {
+	name    string
+	db      bench.Database
+	dialect dbqueue.Dialect
+	dsn     string // dbqueue DSN of the bench schema, database or file
+	prepare func(ctx context.Context) error
+	o       Options
+
+	admin   *sql.DB          // migrations, TRUNCATE, version
+	push    *dbqueue.Queue   // producer side
+	queues  []*dbqueue.Queue // one per worker
+	jobs    []dbqueue.NewJob // a batch of no-op jobs
+	handler worker.HandlerFunc
+}
+
+var _ bench.System = (*System)(nil)
+
+// NewPG prepares dbqueue on PostgreSQL at dsn (a postgres:// URL or a
+// keyword/value string); its tables go to the schema dbqueue_bench.
+func NewPG(ctx context.Context, dsn string, o Options) (*System, error) {
+	benchDSN, err := withPGParams(dsn, map[string]string{"search_path": Schema, "application_name": "dbqueue bench"})
+	if err != nil {
+		return nil, err
+	}
+	s := &System{name: NamePG, db: bench.Postgres, dialect: dbqueue.Postgres, dsn: benchDSN, o: o.withDefaults()}
+	s.prepare = func(ctx context.Context) error {
+		return execOnce(ctx, "pgx", dsn, "CREATE SCHEMA IF NOT EXISTS "+Schema)
+	}
+	return s, s.open(ctx)
+}
+
+// NewMariaDB prepares dbqueue on MariaDB or MySQL at dsn (go-sql-driver
+// form or mysql:// URL); its tables go to the database dbqueue_bench.
+func NewMariaDB(ctx context.Context, dsn string, o Options) (*System, error) {
+	parsed, err := dbqueue.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := mysql.ParseDSN(parsed.Conn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = Schema
+	s := &System{name: NameMariaDB, db: bench.MariaDB, dialect: dbqueue.MySQL, dsn: cfg.FormatDSN(), o: o.withDefaults()}
+	s.prepare = func(ctx context.Context) error {
+		return execOnce(ctx, "mysql", parsed.Conn, "CREATE DATABASE IF NOT EXISTS "+Schema)
+	}
+	return s, s.open(ctx)
+}
+
+// NewSQLite prepares dbqueue on the SQLite file a dsn (sqlite:PATH) names.
+func NewSQLite(ctx context.Context, dsn string, o Options) (*System, error) {
+	if strings.Contains(dsn, ":memory:") {
+		return nil, errors.New("dbqueue-sqlite: use a file, not :memory: (the worker's and the producer's pools must see one database)")
+	}
+	s := &System{name: NameSQLite, db: bench.SQLite, dialect: dbqueue.SQLite, dsn: dsn, o: o.withDefaults()}
+	s.prepare = func(context.Context) error { return nil }
+	return s, s.open(ctx)
+}
+
+// withPGParams adds run-time parameters to a PostgreSQL DSN.
+func withPGParams(dsn string, params map[string]string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("dbqueue-pg: parse dsn: %w", err)
+		}
+		q := u.Query()
+		for k, v := range params {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	for k, v := range params {
+		dsn += " " + k + "='" + v + "'"
+	}
+	return dsn, nil
+}
+
+func execOnce(ctx context.Context, driver, dsn, stmt string) error {
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, stmt)
+	return err
+}
+
+// open makes the schema or database and the admin connection; the queues
+// are opened by Setup, after the migrations (Open checks the tables).
+func (s *System) open(ctx context.Context) error {
+	if err := s.prepare(ctx); err != nil {
+		return fmt.Errorf("%s: create %s: %w", s.name, Schema, err)
+	}
+	parsed, err := dbqueue.ParseDSN(s.dsn)
+	if err != nil {
+		return err
+	}
+	s.admin, err = sql.Open(parsed.Driver, parsed.Conn)
+	if err != nil {
+		return err
+	}
+	s.admin.SetMaxOpenConns(2)
+	if err := s.admin.PingContext(ctx); err != nil {
+		s.admin.Close()
+		return fmt.Errorf("%s: connect: %w", s.name, err)
+	}
+	s.jobs = make([]dbqueue.NewJob, pushBatch)
+	for i := range s.jobs {
+		s.jobs[i] = dbqueue.NewJob{Name: JobName, Data: json.RawMessage(fmt.Sprintf(`{"num":%d}`, i))}
+	}
+	return nil
+}
+
+func (s *System) Name() string             { return s.name }
+func (s *System) Database() bench.Database { return s.db }
+
+// Dialect is the queue's SQL dialect.
+func (s *System) Dialect() dbqueue.Dialect { return s.dialect }
+
+// Options are the worker settings in use, defaults filled in.
+func (s *System) Options() Options { return s.o }
+
+// Queue is the producer's queue (Push, PushMany); valid after Setup.
+func (s *System) Queue() *dbqueue.Queue { return s.push }
+
+// SetHandler replaces the no-op handler for the runs started from now on
+// (nil: the no-op again).
+func (s *System) SetHandler(h worker.HandlerFunc) { s.handler = h }
+
+// ServerVersion is the database's SELECT version() (sqlite_version()).
+func (s *System) ServerVersion(ctx context.Context) (string, error) {
+	q := "SELECT version()"
+	if s.dialect == dbqueue.SQLite {
+		q = "SELECT 'SQLite ' || sqlite_version()"
+	}
+	var v string
+	err := s.admin.QueryRowContext(ctx, q).Scan(&v)
+	return v, err
+}
+
+// Setup migrates the tables with migrations.Up and opens the queues. On
+// PostgreSQL it also gives the jobs table statistics (20,000 rows,
+// ANALYZE, TRUNCATE keeps them), as the ceiling does, so the planner's
+// choice does not depend on when autovacuum last ran.
+func (s *System) Setup(ctx context.Context) error {
+	if err := migrations.Up(ctx, s.admin, s.dialect); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if s.push == nil {
+		var err error
+		if s.push, err = dbqueue.Open(ctx, s.dsn); err != nil {
+			return err
+		}
+		for range s.o.Workers {
+			q, err := dbqueue.Open(ctx, s.dsn)
+			if err != nil {
+				return err
+			}
+			s.queues = append(s.queues, q)
+		}
+	}
+	if s.dialect == dbqueue.Postgres {
+		if err := s.Reset(ctx); err != nil {
+			return err
+		}
+		if err := s.Enqueue(ctx, 20_000); err != nil {
+			return err
+		}
+		if _, err := s.admin.ExecContext(ctx, "ANALYZE jobs"); err != nil {
+			return err
+		}
+	}
+	return s.Reset(ctx)
+}
+
+// Reset empties jobs and failed_jobs.
+func (s *System) Reset(ctx context.Context) error {
+	var stmts []string
+	switch s.dialect {
+	case dbqueue.Postgres:
+		stmts = []string{"TRUNCATE jobs, failed_jobs RESTART IDENTITY"}
+	case dbqueue.MySQL:
+		stmts = []string{"TRUNCATE TABLE jobs", "TRUNCATE TABLE failed_jobs"}
+	default:
+		stmts = []string{"DELETE FROM jobs", "DELETE FROM failed_jobs"}
+	}
+	for _, q := range stmts {
+		if _, err := s.admin.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
+	}
+	return nil
+}
+
+// Enqueue pushes n no-op jobs with PushMany, 1,000 per call.
+func (s *System) Enqueue(ctx context.Context, n int) error {
+	for n > 0 {
+		k := min(n, pushBatch)
+		if _, err := s.push.PushMany(ctx, s.jobs[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// Start runs Options.Workers workers until n jobs have been processed.
+func (s *System) Start(ctx context.Context, n int) (bench.Run, error) {
+	return s.StartRun(ctx, n)
+}
+
+// StartRun is Start with the concrete type.
+func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Run{n: int64(n), cancel: cancel, done: make(chan struct{}), errs: &errorLog{}}
+	h := s.handler
+	if h == nil {
+		h = func(context.Context, *dbqueue.Job) error { return nil }
+	}
+	logger := slog.New(r.errs)
+	for i, q := range s.queues {
+		w, err := worker.New(q, worker.Options{
+			Concurrency: s.o.Concurrency,
+			Prefetch:    s.o.Prefetch,
+			Sleep:       s.o.Sleep,
+			Name:        fmt.Sprintf("bench-%d", i),
+			Logger:      logger,
+			Events: worker.Events{
+				JobProcessed: func(context.Context, *dbqueue.Job, time.Duration) {
+					if r.processed.Add(1) == r.n {
+						close(r.done)
+					}
+				},
+				JobFailed: func(_ context.Context, job *dbqueue.Job, err error) {
+					r.errs.add(fmt.Sprintf("job %d failed: %v", job.ID, err))
+				},
+				JobReleasedAfterException: func(_ context.Context, job *dbqueue.Job, _ time.Duration) {
+					r.errs.add(fmt.Sprintf("job %d released after an error", job.ID))
+				},
+			},
+		})
+		if err != nil {
+			cancel()
+			r.wg.Wait()
+			return nil, err
+		}
+		w.Handle(JobName, h)
+		r.wg.Go(func() {
+			if err := w.Run(ctx); err != nil {
+				r.errs.add("worker: " + err.Error())
+			}
+		})
+	}
+	return r, nil
+}
+
+// Run is the set of workers of one measurement.
+type Run struct {
+	n         int64
+	processed atomic.Int64
+	cancel    context.CancelFunc
+	done      chan struct{}
+	wg        sync.WaitGroup
+	errs      *errorLog
+}
+
+// Processed is how many jobs have run so far.
+func (r *Run) Processed() int64 { return r.processed.Load() }
+
+// Wait waits for the n-th job to run, stops the workers and returns when
+// every worker's Run has returned: by then the completer has deleted all
+// finished jobs.
+func (r *Run) Wait(ctx context.Context) (time.Time, error) {
+	var waitErr error
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		waitErr = ctx.Err()
+	}
+	r.cancel()
+	r.wg.Wait()
+	last := time.Now()
+	if got := r.processed.Load(); waitErr == nil && got != r.n {
+		waitErr = fmt.Errorf("processed %d jobs, want exactly %d", got, r.n)
+	}
+	return last, errors.Join(waitErr, r.errs.err())
+}
+
+// Close closes the queues and the admin connection.
+func (s *System) Close() error {
+	var errs []error
+	for _, q := range append(s.queues, s.push) {
+		if q != nil {
+			errs = append(errs, q.Close())
+		}
+	}
+	if s.admin != nil {
+		errs = append(errs, s.admin.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// errorLog is a slog.Handler that drops info lines (one per job) and keeps
+// warnings and errors, which make the measurement fail: a benchmark that
+// retried, lost a reservation or failed a job is not a clean number.
+type errorLog struct {
+	mu    sync.Mutex
+	lines []string
+	count int
+}
+
+func (e *errorLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (e *errorLog) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Level.String() + " " + rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	e.add(b.String())
+	return nil
+}
+
+func (e *errorLog) WithAttrs([]slog.Attr) slog.Handler { return e }
+func (e *errorLog) WithGroup(string) slog.Handler      { return e }
+
+func (e *errorLog) add(line string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.count++
+	if len(e.lines) < 5 {
+		e.lines = append(e.lines, line)
+	}
+}
+
+func (e *errorLog) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.count == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d warnings/errors, first: %s", e.count, strings.Join(e.lines, "; "))
+}

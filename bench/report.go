@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Series is every measured rate (jobs/s) of one system in one mode.
+type Series struct {
+	System   string
+	Database Database
+	Mode     Mode
+	Rates    []float64
+}
+
+// Median of the rates; 0 for none.
+func (s *Series) Median() float64 {
+	if len(s.Rates) == 0 {
+		return 0
+	}
+	r := slices.Clone(s.Rates)
+	slices.Sort(r)
+	if len(r)%2 == 1 {
+		return r[len(r)/2]
+	}
+	return (r[len(r)/2-1] + r[len(r)/2]) / 2
+}
+
+// Min of the rates; 0 for none.
+func (s *Series) Min() float64 {
+	if len(s.Rates) == 0 {
+		return 0
+	}
+	return slices.Min(s.Rates)
+}
+
+// Max of the rates; 0 for none.
+func (s *Series) Max() float64 {
+	if len(s.Rates) == 0 {
+		return 0
+	}
+	return slices.Max(s.Rates)
+}
+
+// Results collects series in the order systems were first recorded.
+type Results struct {
+	series []*Series
+}
+
+// Add records one measurement.
+func (r *Results) Add(system string, db Database, mode Mode, rate float64) {
+	for _, s := range r.series {
+		if s.System == system && s.Mode == mode {
+			s.Rates = append(s.Rates, rate)
+			return
+		}
+	}
+	r.series = append(r.series, &Series{System: system, Database: db, Mode: mode, Rates: []float64{rate}})
+}
+
+func (r *Results) find(pred func(*Series) bool) *Series {
+	for _, s := range r.series {
+		if pred(s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// Names of the reference systems the ratios are taken against.
+const (
+	RiverName       = "river-pg"
+	CeilingPrefix   = "ceiling-"
+	riverColumnHead = "× River (PG)"
+)
+
+// WriteMarkdown prints one table row per system and mode: median jobs/s, the
+// range over rounds, and the median's ratio to River's and to the ceiling loop
+// of the same database (same mode).
+func (r *Results) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "| system | mode | median jobs/s | min | max | rounds | %s | × ceiling (same DB) |\n", riverColumnHead)
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|")
+	for _, mode := range []Mode{ModeBurnDown, ModeEndToEnd} {
+		for _, s := range r.series {
+			if s.Mode != mode {
+				continue
+			}
+			river := r.find(func(o *Series) bool { return o.System == RiverName && o.Mode == mode })
+			ceil := r.find(func(o *Series) bool {
+				return strings.HasPrefix(o.System, CeilingPrefix) && o.Database == s.Database && o.Mode == mode
+			})
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s |\n",
+				s.System, s.Mode, s.Median(), s.Min(), s.Max(), len(s.Rates),
+				ratio(s, river), ratio(s, ceil))
+		}
+	}
+}
+
+func ratio(s, ref *Series) string {
+	if ref == nil || ref.Median() == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", s.Median()/ref.Median())
+}
+
+// WriteRaw prints every measured rate, one line per system and mode.
+func (r *Results) WriteRaw(w io.Writer) {
+	for _, s := range r.series {
+		fmt.Fprintf(w, "%s %s:", s.System, s.Mode)
+		for _, x := range s.Rates {
+			fmt.Fprintf(w, " %.0f", x)
+		}
+		fmt.Fprintln(w)
+	}
+}
