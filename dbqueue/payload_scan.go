@@ -113,6 +113,7 @@ func (p *Payload) set(key string, v []byte) bool {
 			return false
 		}
 		p.Data = json.RawMessage(v)
+		return true
 	}
 	// encoding/json matches keys without regard to case: leave "Timeout"
 	// and the like to it.

@@ -73,3 +73,36 @@ func normalize(p Payload) Payload {
 	}
 	return p
 }
+
+// The fast path must actually be taken for the envelopes dbqueue and
+// Laravel write; agreeing with encoding/json by always falling back to it
+// would pass the fuzz test and cost every worker its CPU. (It once did:
+// "data" fell through to the case-insensitive check and was refused.)
+func TestDecodeFastTakesUsualPayloads(t *testing.T) {
+	var raws [][]byte
+	for _, name := range []string{"string_job.json", "object_job.json", "object_job_retry_until.json"} {
+		raw, err := os.ReadFile("../testdata/laravel/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, raw)
+	}
+	for _, j := range []NewJob{
+		{Name: "plain"},
+		{Name: "raw", Data: json.RawMessage(`{"num":1}`)},
+		{Name: `App\Jobs\Mail@handle`, Data: map[string]any{"to": "ä@example.com", "n": []int{1, 2}}},
+		{Name: "all", MaxTries: 3, MaxExceptions: 2, Backoff: []time.Duration{time.Second}, Timeout: time.Minute, RetryUntil: time.Unix(1900000000, 0), FailOnTimeout: true, Data: "text"},
+	} {
+		raw, err := j.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, raw)
+	}
+	for _, raw := range raws {
+		var p Payload
+		if !decodeFast(raw, &p) || p.Job == "" {
+			t.Errorf("fast path refused %s", raw)
+		}
+	}
+}
