@@ -1,6 +1,9 @@
 package dbqueue
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // StatementsText dumps every statement a queue of dialect d would run, for
 // explain_test.go to check that the claim SELECTs it EXPLAINs are still the
@@ -8,4 +11,15 @@ import "fmt"
 // statements struct and fails only when the SQL itself changes.
 func StatementsText(d Dialect, mariaDB bool) string {
 	return fmt.Sprintf("%+v", newStatements(d, mariaDB))
+}
+
+// SessionIsolation reports the isolation level of a connection from q's
+// own pool (MySQL: transaction_isolation, or MariaDB's tx_isolation).
+func SessionIsolation(ctx context.Context, q *Queue) (string, error) {
+	var level string
+	err := q.db.QueryRow(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
+	if err != nil {
+		err = q.db.QueryRow(ctx, "SELECT @@SESSION.tx_isolation").Scan(&level)
+	}
+	return level, err
 }

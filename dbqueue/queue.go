@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // the embedded default needs no cgo and no server
 
@@ -90,6 +91,14 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Queue, error) {
 			return nil, fmt.Errorf("dbqueue: open %s: %w", redact(dsn), err)
 		}
 		db = sqldb.PgxPool(pool, true)
+	} else if parsed.Dialect == MySQL {
+		// The queue's own pool runs every session in READ COMMITTED, the
+		// isolation its claims need, so they skip a SET TRANSACTION each.
+		connector, err := (&mysql.MySQLDriver{}).OpenConnector(parsed.Conn)
+		if err != nil {
+			return nil, fmt.Errorf("dbqueue: open %s: %w", redact(dsn), err)
+		}
+		db = sqldb.ReadCommittedSessions(connector)
 	} else {
 		sdb, err := sql.Open(parsed.Driver, parsed.Conn)
 		if err != nil {

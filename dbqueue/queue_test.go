@@ -486,3 +486,31 @@ func TestNewSQLOnPostgres(t *testing.T) {
 		t.Fatalf("%d jobs left, want the released one", n)
 	}
 }
+
+// A queue opened from a MySQL DSN owns its pool and runs every session in
+// READ COMMITTED, so claims skip a SET TRANSACTION each; a pool the caller
+// hands over keeps its own isolation, and claims still work on it.
+func TestMySQLSessionIsolation(t *testing.T) {
+	db := dbtest.New(t, dbqueue.MySQL)
+	own := db.Queue(t)
+	if level, err := dbqueue.SessionIsolation(ctx, own); err != nil || level != "READ-COMMITTED" {
+		t.Fatalf("Open's session isolation = %q, %v; want READ-COMMITTED", level, err)
+	}
+	theirs, err := dbqueue.NewSQL(ctx, db.SQL, dbqueue.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if level, err := dbqueue.SessionIsolation(ctx, theirs); err != nil || level != "REPEATABLE-READ" {
+		t.Fatalf("NewSQL's session isolation = %q, %v; want the caller's REPEATABLE-READ untouched", level, err)
+	}
+	if _, err := own.PushMany(ctx, []dbqueue.NewJob{{Name: "a"}, {Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := reserve(t, own, 1), reserve(t, theirs, 1)
+	if len(a) != 1 || len(b) != 1 || a[0].ID == b[0].ID {
+		t.Fatalf("claims on both pools = %v, %v; want one different job each", a, b)
+	}
+	if lost, err := theirs.DeleteMany(ctx, append(a, b...)); err != nil || len(lost) != 0 {
+		t.Fatalf("DeleteMany: lost %v, %v", lost, err)
+	}
+}

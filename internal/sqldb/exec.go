@@ -180,11 +180,15 @@ type stdDB struct {
 	stdExec
 	db    *sql.DB
 	owned bool
+	// sessionRC: every connection already runs in READ COMMITTED
+	// (ReadCommittedSessions), so a READ COMMITTED transaction needs no
+	// SET TRANSACTION of its own.
+	sessionRC bool
 }
 
 func (s *stdDB) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 	var txo *sql.TxOptions
-	if opts.ReadCommitted {
+	if opts.ReadCommitted && !s.sessionRC {
 		txo = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	tx, err := s.db.BeginTx(ctx, txo)
