@@ -26,6 +26,11 @@ type Options struct {
 	// goroutine, so no goroutine waits on the database while jobs are
 	// ready. Default: Concurrency. Negative: none.
 	Prefetch int
+	// Claims is how many claims may be in flight at once, so the next
+	// batch is on its way while the last is still being read and worked,
+	// and the database spreads claims over more than one of its threads.
+	// Default 2; 1 claims one batch at a time.
+	Claims int
 	// Sleep is the longest wait between polls when no job is ready
 	// (--sleep, 3s). Polling starts at 10ms after work and backs off to it.
 	Sleep time.Duration
@@ -78,6 +83,9 @@ func (o Options) withDefaults() Options {
 	if o.Prefetch < 0 {
 		o.Prefetch = 0
 	}
+	if o.Claims == 0 {
+		o.Claims = 2
+	}
 	if o.Sleep == 0 {
 		o.Sleep = 3 * time.Second
 	}
@@ -111,6 +119,9 @@ func (o Options) validate(retryAfter time.Duration) error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if o.Concurrency < 0 {
 		bad("Concurrency %d: must be at least 1", o.Concurrency)
+	}
+	if o.Claims < 0 {
+		bad("Claims %d: must be at least 1 (0 takes the default, 2)", o.Claims)
 	}
 	if o.Tries < 0 {
 		bad("Tries %d: use worker.Unlimited for no limit, or a positive count", o.Tries)

@@ -248,12 +248,50 @@ func (r *run) stopReason(ctx context.Context) StopReason {
 	return ""
 }
 
-// loop reserves jobs while there is room and hands them to the runners.
+// claim is one claim's outcome, sent back to the loop.
+type claim struct {
+	n    int64 // slots it asked for
+	jobs []*dbqueue.Job
+	err  error
+	// idleBefore: nothing was in flight or being claimed when it began, so
+	// no job could have been released back while it ran; reservedBefore
+	// is how many jobs had been delivered then.
+	idleBefore     bool
+	reservedBefore int64
+}
+
+// loop reserves jobs while there is room and hands them to the runners,
+// keeping up to Options.Claims claims in flight: one batch is claimed
+// while the last is still being worked.
 func (r *run) loop(ctx context.Context) (StopReason, error) {
 	o := r.w.opts
 	capacity := int64(o.Concurrency + o.Prefetch)
-	idle := minPoll
-	trouble := time.Duration(0)
+	// A second claim goes out only for a batch worth a round trip.
+	minBatch := max(1, capacity/4)
+	results := make(chan claim, o.Claims)
+	var (
+		outstanding int
+		claiming    int64  // slots asked for by claims in flight
+		empty       *claim // the last claim found nothing; none is sent until the poll wait
+		idle        = minPoll
+		trouble     time.Duration
+	)
+	deliver := func(c claim) {
+		outstanding--
+		claiming -= c.n
+		for _, j := range c.jobs {
+			r.inFlight.Add(1)
+			r.reserved.Add(1)
+			r.ready <- j
+		}
+	}
+	// Claims still in flight when the loop stops are waited for and their
+	// jobs delivered: as Run stops, the runners give them back.
+	defer func() {
+		for outstanding > 0 {
+			deliver(<-results)
+		}
+	}()
 	for {
 		if reason := r.stopReason(ctx); reason != "" {
 			if reason == StopWedged {
@@ -265,32 +303,54 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			fn(ctx)
 		}
 		queues := r.activeQueues()
-		want := capacity - r.inFlight.Load()
+		want := capacity - r.inFlight.Load() - claiming
 		if o.MaxJobs > 0 {
-			want = min(want, int64(o.MaxJobs)-r.reserved.Load())
+			want = min(want, int64(o.MaxJobs)-r.reserved.Load()-claiming)
 		}
-		if len(queues) == 0 || want <= 0 {
-			r.wait(ctx, o.Sleep)
+		if empty == nil && len(queues) > 0 && want > 0 && outstanding < o.Claims && (outstanding == 0 || want >= minBatch) {
+			n := min(want, 1000)
+			c := claim{n: n, idleBefore: r.inFlight.Load() == 0 && outstanding == 0, reservedBefore: r.reserved.Load()}
+			outstanding++
+			claiming += n
+			go func() {
+				c.jobs, c.err = r.reserve(ctx, int(n), queues)
+				results <- c
+			}()
 			continue
 		}
-		// Read before reserving: a job finishing during the claim may have
-		// been released back, so "empty" needs nothing in flight before it.
-		idleBefore := r.inFlight.Load() == 0
-		jobs, err := r.reserve(ctx, int(min(want, 1000)), queues)
-		for _, j := range jobs {
-			r.inFlight.Add(1)
-			r.reserved.Add(1)
-			r.ready <- j
+		if outstanding == 0 {
+			if empty == nil {
+				// No room, or every queue paused.
+				r.wait(ctx, o.Sleep)
+				continue
+			}
+			if o.StopWhenEmpty && empty.idleBefore && r.reserved.Load() == empty.reservedBefore {
+				return StopEmpty, nil
+			}
+			empty = nil
+			r.wait(ctx, idle)
+			idle = min(idle*2, o.Sleep)
+			continue
 		}
-		if err != nil {
+		// Wait for a claim to come back, or for room for another.
+		var c claim
+		select {
+		case c = <-results:
+		case <-r.freed:
+			continue
+		case <-ctx.Done():
+			continue
+		}
+		deliver(c)
+		if c.err != nil {
 			if ctx.Err() != nil {
 				continue
 			}
-			if errors.Is(err, sqldb.ErrNoTables) {
-				return StopError, err
+			if errors.Is(c.err, sqldb.ErrNoTables) {
+				return StopError, c.err
 			}
 			trouble = min(max(trouble*2, 100*time.Millisecond), 30*time.Second)
-			r.w.log.Warn("cannot reserve jobs; retrying", "in", trouble, "error", err)
+			r.w.log.Warn("cannot reserve jobs; retrying", "in", trouble, "error", c.err)
 			sleep(ctx, trouble)
 			continue
 		}
@@ -298,15 +358,11 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			r.w.log.Info("database reachable again")
 			trouble = 0
 		}
-		if len(jobs) > 0 {
-			idle = minPoll
+		if len(c.jobs) > 0 {
+			empty, idle = nil, minPoll
 			continue
 		}
-		if o.StopWhenEmpty && idleBefore {
-			return StopEmpty, nil
-		}
-		r.wait(ctx, idle)
-		idle = min(idle*2, o.Sleep)
+		empty = &c
 	}
 }
 

@@ -264,7 +264,7 @@ func TestRefusesTimeoutNearRetryAfter(t *testing.T) {
 	if _, err := worker.New(q, worker.Options{Timeout: 55 * time.Second}); err != nil {
 		t.Fatalf("timeout 55s with retry_after 60s: %v", err)
 	}
-	for _, o := range []worker.Options{{Concurrency: -1}, {Tries: -5}, {Backoff: []time.Duration{-time.Second}}, {Queues: []string{""}}} {
+	for _, o := range []worker.Options{{Concurrency: -1}, {Claims: -1}, {Tries: -5}, {Backoff: []time.Duration{-time.Second}}, {Queues: []string{""}}} {
 		if _, err := worker.New(q, o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}

@@ -1,0 +1,109 @@
+package worker_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/worker"
+)
+
+// With Claims 2 a worker sends its next claim while the last is still out,
+// so a database that is slow to answer one claim gets a second; with
+// Claims 1 it never has more than one in flight. The claims are held up by
+// a table lock and counted where PostgreSQL shows them waiting.
+func TestClaimsInFlight(t *testing.T) {
+	for _, claims := range []int{1, 2} {
+		t.Run(fmt.Sprint(claims), func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.New(t, dbqueue.Postgres)
+			app := fmt.Sprintf("dbqueue_claims_test_%d_%d", claims, time.Now().UnixNano())
+			sep := "?"
+			if strings.Contains(db.DSN, "?") {
+				sep = "&"
+			}
+			q, err := dbqueue.Open(bg, db.DSN+sep+"application_name="+app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { q.Close() })
+			pushN(t, q, 100, dbqueue.NewJob{Name: "job"})
+
+			// Capacity 8: the first claim takes 8, four run and park at the
+			// gate. Later claims go out as parked jobs are let through.
+			var ran atomic.Int64
+			gate := make(chan struct{}, 100)
+			w, _ := newWorker(t, q, worker.Options{Concurrency: 4, Prefetch: 4, Claims: claims})
+			w.Handle("job", func(ctx context.Context, job *dbqueue.Job) error {
+				ran.Add(1)
+				<-gate
+				return nil
+			})
+			ctx, cancel := context.WithCancel(bg)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			deadline := time.Now().Add(20 * time.Second)
+			for ran.Load() < 4 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			// From here every claim (and delete) waits at a table lock.
+			lock, err := db.SQL.BeginTx(bg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Rollback()
+			if _, err := lock.Exec("LOCK TABLE jobs IN EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			most := 0
+			watch := func(d time.Duration) {
+				for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+					most = max(most, waitingClaims(t, db.SQL, app))
+				}
+			}
+			// One job done: a claim for its slot goes out and waits.
+			gate <- struct{}{}
+			watch(500 * time.Millisecond)
+			// Two more done: room for a second batch while the first claim
+			// is still out.
+			gate <- struct{}{}
+			gate <- struct{}{}
+			watch(time.Second)
+			if err := lock.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			close(gate)
+			for ran.Load() < 100 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if most != claims {
+				t.Fatalf("Claims %d: at most %d claims waited at the lock at once, want %d", claims, most, claims)
+			}
+			if ran.Load() != 100 {
+				t.Fatalf("ran %d of 100 jobs after the lock was lifted", ran.Load())
+			}
+		})
+	}
+}
+
+// waitingClaims counts the worker's claim statements blocked on a lock.
+func waitingClaims(t *testing.T, db *sql.DB, app string) int {
+	t.Helper()
+	var n int
+	err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'WITH expired%'`, app).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
