@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -83,6 +84,7 @@ func main() {
 		timeout  = flag.Duration("timeout", 2*time.Minute, "limit for one measurement")
 		verbose  = flag.Bool("v", true, "print every measurement to stderr")
 		outRates = flag.Bool("raw", false, "also print every measured rate")
+		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run (prefills included) to this file")
 	)
 	flag.StringVar(&c.pgDSN, "pg", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL DSN")
 	flag.StringVar(&c.myDSN, "mysql", "root@tcp(127.0.0.1:3306)/test", "MariaDB/MySQL DSN (go-sql-driver format)")
@@ -97,6 +99,16 @@ func main() {
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
