@@ -76,12 +76,9 @@ func scanHeld(rows sqldb.Rows, err error) ([]held, error) {
 }
 
 func (q *Queue) deleteChunk(ctx context.Context, jobs []*Job) (map[held]bool, error) {
-	args := make([]any, 0, 3*len(jobs))
-	for _, j := range jobs {
-		args = append(args, j.ID)
-	}
-	for _, j := range jobs {
-		args = append(args, j.ID, j.Attempts)
+	ids, attempts := make([]int64, len(jobs)), make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i], attempts[i] = j.ID, int64(j.Attempts)
 	}
 	deleted := make(map[held]bool, len(jobs))
 	err := sqldb.Retry(ctx, func() error {
@@ -89,18 +86,18 @@ func (q *Queue) deleteChunk(ctx context.Context, jobs []*Job) (map[held]bool, er
 		if q.dialect == Postgres {
 			// One statement text whatever the batch size, so pgx prepares it
 			// once per connection.
-			ids, attempts := make([]int64, len(jobs)), make([]int32, len(jobs))
+			attempts32 := make([]int32, len(jobs))
 			for i, j := range jobs {
-				ids[i], attempts[i] = j.ID, int32(j.Attempts)
+				attempts32[i] = int32(j.Attempts)
 			}
-			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteArrays, ids, attempts))
+			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteArrays, ids, attempts32))
 			for _, h := range gone {
 				deleted[h] = true
 			}
 			return err
 		}
 		if q.stmts.deleteReturning {
-			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteMany(len(jobs), true), args...))
+			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteMany(ids, attempts, true)))
 			for _, h := range gone {
 				deleted[h] = true
 			}
@@ -109,15 +106,15 @@ func (q *Queue) deleteChunk(ctx context.Context, jobs []*Job) (map[held]bool, er
 		// MySQL 8 has no DELETE … RETURNING: lock what is still held,
 		// delete it, and know exactly which rows went.
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-			still, err := scanHeld(tx.Query(ctx, q.stmts.selectHeld(len(jobs)), args...))
+			still, err := scanHeld(tx.Query(ctx, q.stmts.selectHeld(ids, attempts)))
 			if err != nil || len(still) == 0 {
 				return err
 			}
-			ids := make([]any, len(still))
+			stillIDs := make([]int64, len(still))
 			for i, h := range still {
-				ids[i] = h.id
+				stillIDs[i] = h.id
 			}
-			if _, err := tx.Exec(ctx, "DELETE FROM jobs WHERE id IN ("+sqldb.List(len(ids))+")", ids...); err != nil {
+			if _, err := tx.Exec(ctx, "DELETE FROM jobs WHERE id IN ("+sqldb.Ints(stillIDs)+")"); err != nil {
 				return err
 			}
 			for _, h := range still {

@@ -115,24 +115,20 @@ func (q *Queue) claimInTx(ctx context.Context, queue string, n int) ([]jobRow, e
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		lock := "SELECT " + jobColumns + ", " + q.dialect.Now() + " FROM jobs WHERE id IN (" + sqldb.List(len(ids)) +
+		lock := "SELECT " + jobColumns + ", " + q.dialect.Now() + " FROM jobs WHERE id IN (" + sqldb.Ints(ids) +
 			") AND " + q.stmts.reserveDue + " LIMIT ? FOR UPDATE SKIP LOCKED"
-		args := make([]any, 0, len(ids)+2)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		if err := scan(lock, append(args, q.retryAfter, n)...); err != nil {
+		if err := scan(lock, q.retryAfter, n); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
-		args = append(args[:0], now)
+		ids = ids[:0]
 		for _, r := range rows {
-			args = append(args, r.job.ID)
+			ids = append(ids, r.job.ID)
 		}
-		query := "UPDATE jobs SET reserved_at = ?, attempts = attempts + 1 WHERE id IN (" + sqldb.List(len(rows)) + ")"
-		if _, err := tx.Exec(ctx, query, args...); err != nil {
+		query := "UPDATE jobs SET reserved_at = ?, attempts = attempts + 1 WHERE id IN (" + sqldb.Ints(ids) + ")"
+		if _, err := tx.Exec(ctx, query, now); err != nil {
 			return err
 		}
 		for i := range rows {

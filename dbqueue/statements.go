@@ -127,16 +127,16 @@ SELECT ins.id FROM ins CROSS JOIN (SELECT count(pg_notify('` + notifyChannel + `
 
 // deleteMany deletes the rows of held (id, attempts) pairs. The plain id
 // list lets every dialect use the primary key.
-func (s statements) deleteMany(n int, returning bool) string {
-	q := "DELETE FROM jobs WHERE id IN (" + sqldb.List(n) + ") AND (id, attempts) IN (" + sqldb.Placeholders(n, 2) + ") AND reserved_at IS NOT NULL"
+func (s statements) deleteMany(ids, attempts []int64, returning bool) string {
+	q := "DELETE FROM jobs WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL"
 	if returning {
 		q += " RETURNING id, attempts"
 	}
-	return s.d.Rebind(q)
+	return q
 }
 
 // selectHeld finds which (id, attempts) pairs are still held, locking them
 // (MySQL's way to learn what a DELETE without RETURNING will remove).
-func (s statements) selectHeld(n int) string {
-	return "SELECT id, attempts FROM jobs WHERE id IN (" + sqldb.List(n) + ") AND (id, attempts) IN (" + sqldb.Placeholders(n, 2) + ") AND reserved_at IS NOT NULL FOR UPDATE"
+func (s statements) selectHeld(ids, attempts []int64) string {
+	return "SELECT id, attempts FROM jobs WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL FOR UPDATE"
 }

@@ -82,10 +82,35 @@ func (d Dialect) Rebind(query string) string {
 	return b.String()
 }
 
-// Placeholders returns "(?,?,…),(?,?,…)…": rows groups of width params.
-func Placeholders(rows, width int) string {
-	group := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
-	return strings.TrimSuffix(strings.Repeat(group+",", rows), ",")
+// Ints writes ids as a literal list, "1,2,3", for IN lists of row ids the
+// queue read from the database itself. Integers formatted here cannot carry
+// SQL, and a literal list spares database/sql a boxed argument per id and
+// the MySQL driver its interpolation pass over thousands of them.
+func Ints(ids []int64) string {
+	b := make([]byte, 0, 8*len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(b)
+}
+
+// IntPairs writes "(a1,b1),(a2,b2)" for row-constructor IN lists.
+func IntPairs(a, b []int64) string {
+	out := make([]byte, 0, 16*len(a))
+	for i := range a {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '(')
+		out = strconv.AppendInt(out, a[i], 10)
+		out = append(out, ',')
+		out = strconv.AppendInt(out, b[i], 10)
+		out = append(out, ')')
+	}
+	return string(out)
 }
 
 // List returns "?,?,…" with n placeholders, for IN lists.
