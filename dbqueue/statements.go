@@ -1,6 +1,7 @@
 package dbqueue
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -20,7 +21,10 @@ type statements struct {
 	reserveCandidates, reserveDue string
 	// deleteArrays deletes held (id, attempts) pairs given as two arrays
 	// (PostgreSQL).
-	deleteArrays                       string
+	deleteArrays string
+	// releaseArrays releases held (id, attempts) pairs with their delays
+	// and optional new payloads, given as four arrays (PostgreSQL).
+	releaseArrays                      string
 	deleteOne, release, releasePayload string
 	failDelete, failInsert, unreserve  string
 	size, clear                        string
@@ -46,6 +50,11 @@ UPDATE jobs SET reserved_at = ` + now + `, attempts = jobs.attempts + 1
 FROM due WHERE jobs.id = due.id
 RETURNING jobs.id, jobs.queue, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at`)
 		s.deleteArrays = `DELETE FROM jobs USING unnest($1::bigint[], $2::int[]) AS held(id, attempts)
+WHERE jobs.id = held.id AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.attempts`
+		s.releaseArrays = `UPDATE jobs SET reserved_at = NULL, available_at = ` + now + ` + held.delay,
+  payload = COALESCE(held.payload, jobs.payload)
+FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[]) AS held(id, attempts, delay, payload)
 WHERE jobs.id = held.id AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
 RETURNING jobs.id, jobs.attempts`
 		s.insertReturnsID = true
@@ -139,4 +148,35 @@ func (s statements) deleteMany(ids, attempts []int64, returning bool) string {
 // (MySQL's way to learn what a DELETE without RETURNING will remove).
 func (s statements) selectHeld(ids, attempts []int64) string {
 	return "SELECT id, attempts FROM jobs WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL FOR UPDATE"
+}
+
+// releaseMany releases held (id, attempts) pairs, each after its own delay
+// in seconds; payloads[i], when not nil, replaces the payload of ids[i]
+// and is passed as an argument (the only ones the statement takes).
+func (s statements) releaseMany(ids, attempts, delays []int64, payloads [][]byte, returning bool) (string, []any) {
+	var b strings.Builder
+	b.WriteString("UPDATE jobs SET reserved_at = NULL, available_at = " + s.d.Now() + " + CASE id")
+	for i, id := range ids {
+		b.WriteString(" WHEN " + strconv.FormatInt(id, 10) + " THEN " + strconv.FormatInt(delays[i], 10))
+	}
+	b.WriteString(" END")
+	var args []any
+	for i, p := range payloads {
+		if p == nil {
+			continue
+		}
+		if args == nil {
+			b.WriteString(", payload = CASE id")
+		}
+		b.WriteString(" WHEN " + strconv.FormatInt(ids[i], 10) + " THEN ?")
+		args = append(args, string(p))
+	}
+	if args != nil {
+		b.WriteString(" ELSE payload END")
+	}
+	b.WriteString(" WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL")
+	if returning {
+		b.WriteString(" RETURNING id, attempts")
+	}
+	return b.String(), args
 }
