@@ -128,7 +128,7 @@ func (r *run) process(job *dbqueue.Job) {
 			fn(ctx, job, res.took)
 		}
 	case o != nil && o.kind == outcomeRelease:
-		err := r.persist(ctx, job, func() error { return w.q.Release(context.WithoutCancel(ctx), job, o.delay) })
+		err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, o.delay, nil) })
 		r.logJob(job, res.took, "released", err, "delay", o.delay)
 		if fn := ev.JobReleased; fn != nil && err == nil {
 			fn(ctx, job, o.delay)
@@ -169,11 +169,11 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 			err = perr
 		} else {
 			err = r.persist(ctx, job, func() error {
-				return w.q.ReleaseWithPayload(context.WithoutCancel(ctx), job, delay, payload)
+				return r.releases.release(context.WithoutCancel(ctx), job, delay, payload)
 			})
 		}
 	} else {
-		err = r.persist(ctx, job, func() error { return w.q.Release(context.WithoutCancel(ctx), job, delay) })
+		err = r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
 	}
 	r.logJob(job, res.took, "released after error", err, "delay", delay, "cause", res.err)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
@@ -202,7 +202,7 @@ func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Dur
 		return false
 	}
 	delay := r.backoff(job)
-	err := r.persist(ctx, job, func() error { return w.q.Release(context.WithoutCancel(ctx), job, delay) })
+	err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
 	r.logJob(job, took, "timed out, released", errors.Join(cause, err), "delay", delay)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
 		fn(ctx, job, delay)

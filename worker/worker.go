@@ -85,8 +85,9 @@ type run struct {
 	paused    atomic.Pointer[map[string]bool]
 	overMem   atomic.Bool
 
-	done *completer
-	wake <-chan struct{} // PostgreSQL notifications of new jobs
+	done     *completer
+	releases *releaser
+	wake     <-chan struct{} // PostgreSQL notifications of new jobs
 }
 
 // Run works jobs until a stop condition is met or ctx ends, then stops
@@ -125,6 +126,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	defer unsubscribe()
 	r.wake = wake
 	r.done = newCompleter(w)
+	r.releases = newReleaser(w.q)
 	var runners sync.WaitGroup
 	for range w.opts.Concurrency {
 		runners.Add(1)
@@ -160,6 +162,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		<-finished
 	}
 	r.done.close()
+	r.releases.close()
 	w.log.Info("worker stopping", "reason", string(reason), "processed", r.processed.Load(), "error", loopErr)
 	if fn := w.opts.Events.WorkerStopping; fn != nil {
 		fn(reason, loopErr)

@@ -1,0 +1,117 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+)
+
+// Release batching: jobs put back with a delay (after an error, a timeout,
+// or ReleaseAfter) are gathered for up to releaseDelay and written with one
+// ReleaseMany, each still checked against its own reservation. A runner
+// waits for its own job's outcome, so its log line and events still follow
+// the write, and a failed write is retried by the runner (persist).
+const (
+	releaseBatch = 500
+	releaseDelay = 2 * time.Millisecond
+)
+
+type releaser struct {
+	q    *dbqueue.Queue
+	in   chan releaseReq
+	done chan struct{}
+	// flushed, when set (by tests), hears the size of each batch written.
+	flushed func(n int)
+}
+
+type releaseReq struct {
+	r   dbqueue.Releasing
+	err chan error
+}
+
+func newReleaser(q *dbqueue.Queue) *releaser {
+	return startReleaser(&releaser{q: q})
+}
+
+func startReleaser(rl *releaser) *releaser {
+	rl.in, rl.done = make(chan releaseReq, releaseBatch), make(chan struct{})
+	go rl.loop()
+	return rl
+}
+
+// release puts job back after delay, with payload replacing its own when
+// not nil, and returns when that is written.
+func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Duration, payload []byte) error {
+	if delay < 0 || payload != nil {
+		// Checked here so one bad request cannot fail a whole batch.
+		if delay < 0 {
+			return fmt.Errorf("worker: release job %d: negative delay %v", job.ID, delay)
+		}
+		if _, err := dbqueue.DecodePayload(payload); err != nil {
+			return fmt.Errorf("worker: release job %d: %w", job.ID, err)
+		}
+	}
+	req := releaseReq{r: dbqueue.Releasing{Job: job, Delay: delay, Payload: payload}, err: make(chan error, 1)}
+	select {
+	case rl.in <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-req.err
+}
+
+// close writes what is pending and waits for it.
+func (rl *releaser) close() {
+	close(rl.in)
+	<-rl.done
+}
+
+func (rl *releaser) loop() {
+	defer close(rl.done)
+	batch := make([]releaseReq, 0, releaseBatch)
+	for req := range rl.in {
+		batch = append(batch[:0], req)
+		timer := time.NewTimer(releaseDelay)
+	gather:
+		for len(batch) < releaseBatch {
+			select {
+			case req, ok := <-rl.in:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, req)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		rl.flush(batch)
+	}
+}
+
+func (rl *releaser) flush(batch []releaseReq) {
+	rs := make([]dbqueue.Releasing, len(batch))
+	for i, req := range batch {
+		rs[i] = req.r
+	}
+	lost, err := rl.q.ReleaseMany(context.Background(), rs)
+	if rl.flushed != nil {
+		rl.flushed(len(rs))
+	}
+	gone := make(map[*dbqueue.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	for _, req := range batch {
+		switch {
+		case err != nil:
+			req.err <- err
+		case gone[req.r.Job]:
+			req.err <- fmt.Errorf("job %d (attempt %d): %w", req.r.Job.ID, req.r.Job.Attempts, dbqueue.ErrNotHeld)
+		default:
+			req.err <- nil
+		}
+	}
+}

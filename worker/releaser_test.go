@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+)
+
+// Releases from many runners at once are written together, each runner
+// still hearing its own job's outcome: released, or no longer held.
+func TestReleasesAreBatched(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		ctx := context.Background()
+		q := db.Queue(t)
+		const n = 40
+		jobs := make([]dbqueue.NewJob, n)
+		for i := range jobs {
+			jobs[i] = dbqueue.NewJob{Name: "flaky"}
+		}
+		if _, err := q.PushMany(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		held, err := q.Reserve(ctx, n)
+		if err != nil || len(held) != n {
+			t.Fatalf("reserved %d, %v", len(held), err)
+		}
+		// The last job is let go first: its release must come back lost.
+		if err := q.Release(ctx, held[n-1], 0); err != nil {
+			t.Fatal(err)
+		}
+		var batches, written atomic.Int64
+		rl := startReleaser(&releaser{q: q, flushed: func(k int) { batches.Add(1); written.Add(int64(k)) }})
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, job := range held {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = rl.release(ctx, job, time.Duration(i)*time.Second, nil)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		rl.close()
+		for i, err := range errs[:n-1] {
+			if err != nil {
+				t.Fatalf("release %d: %v", i, err)
+			}
+		}
+		if !errors.Is(errs[n-1], dbqueue.ErrNotHeld) {
+			t.Fatalf("release of a job already let go: %v, want ErrNotHeld", errs[n-1])
+		}
+		if written.Load() != n || batches.Load() > n/4 {
+			t.Fatalf("%d releases written in %d statements; want %d in at most %d", written.Load(), batches.Load(), n, n/4)
+		}
+		for i, job := range held[:n-1] {
+			got := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ? AND reserved_at IS NULL AND available_at - created_at BETWEEN ? AND ?", job.ID, i, i+1)
+			if got != 1 {
+				t.Fatalf("job %d not released with its delay of %ds", job.ID, i)
+			}
+		}
+		// Bad requests are refused alone, before they reach a batch.
+		rl = newReleaser(q)
+		defer rl.close()
+		if err := rl.release(ctx, held[0], -time.Second, nil); err == nil {
+			t.Fatal("negative delay accepted")
+		}
+		if err := rl.release(ctx, held[0], 0, []byte(`{"job":`)); err == nil {
+			t.Fatal("malformed payload accepted")
+		}
+	})
+}
