@@ -23,3 +23,11 @@ func SessionIsolation(ctx context.Context, q *Queue) (string, error) {
 	}
 	return level, err
 }
+
+// SetCopyThreshold changes the size from which PushMany uses COPY, so a
+// benchmark can time both paths on the same batch; it returns the undo.
+func SetCopyThreshold(n int) (restore func()) {
+	old := copyThreshold
+	copyThreshold = n
+	return func() { copyThreshold = old }
+}
