@@ -163,6 +163,46 @@ func ExampleQueue_Reserve() {
 	// failed: smtp: 550 mailbox unavailable
 }
 
+// Put several failed jobs back at once, each after its own delay: one
+// statement, each job checked against its own reservation.
+func ExampleQueue_ReleaseMany() {
+	ctx := context.Background()
+	q, _, done := exampleQueue()
+	defer done()
+
+	if _, err := q.PushMany(ctx, []dbqueue.NewJob{{Name: "sync-a"}, {Name: "sync-b"}, {Name: "sync-c"}}); err != nil {
+		log.Fatal(err)
+	}
+	jobs, err := q.Reserve(ctx, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// sync-c was let go already (another path released it): it comes back
+	// as lost and is left alone.
+	if err := q.Release(ctx, jobs[2], 0); err != nil {
+		log.Fatal(err)
+	}
+	lost, err := q.ReleaseMany(ctx, []dbqueue.Releasing{
+		{Job: jobs[0], Delay: 0},
+		{Job: jobs[1], Delay: time.Minute},
+		{Job: jobs[2], Delay: time.Minute},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, job := range lost {
+		fmt.Println("no longer held:", job.Name())
+	}
+	sizes, err := q.Size(ctx, "default")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d pending, %d delayed, %d reserved\n", sizes.Pending, sizes.Delayed, sizes.Reserved)
+	// Output:
+	// no longer held: sync-c
+	// 2 pending, 1 delayed, 0 reserved
+}
+
 // exampleQueue is Example's set-up: a queue on a migrated SQLite file that
 // done removes.
 func exampleQueue() (q *dbqueue.Queue, db *sql.DB, done func()) {
