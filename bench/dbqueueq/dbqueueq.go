@@ -78,6 +78,9 @@ type Options struct {
 	// Negative: none. A worker claims up to Concurrency+Prefetch jobs per
 	// round trip, so this also sets the claim's batch size.
 	Prefetch int
+	// Claims is worker.Options.Claims: claims in flight at once per
+	// worker. 0: the library's default.
+	Claims int
 	// Workers is how many worker.Worker instances run, each on its own
 	// dbqueue.Queue (its own pool), as separate processes would.
 	Workers int
@@ -330,6 +333,7 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 		w, err := worker.New(q, worker.Options{
 			Concurrency: s.o.Concurrency,
 			Prefetch:    s.o.Prefetch,
+			Claims:      s.o.Claims,
 			Sleep:       s.o.Sleep,
 			Name:        fmt.Sprintf("bench-%d", i),
 			Logger:      logger,

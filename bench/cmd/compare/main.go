@@ -91,6 +91,7 @@ func main() {
 	flag.StringVar(&c.sqliteDSN, "sqlite", "sqlite:"+filepath.Join(os.TempDir(), "dbqueue_bench.db"), "SQLite DSN (dbqueue-sqlite)")
 	flag.IntVar(&c.dbqueue.Concurrency, "concurrency", dbqueueq.DefaultConcurrency, "dbqueue: worker Concurrency")
 	flag.IntVar(&c.dbqueue.Prefetch, "prefetch", dbqueueq.DefaultPrefetch, "dbqueue: worker Prefetch (claim batch = concurrency+prefetch)")
+	flag.IntVar(&c.dbqueue.Claims, "claims", 0, "dbqueue: worker Claims (claims in flight per worker; 0 = the library's default)")
 	flag.IntVar(&c.dbqueue.Workers, "dbq-workers", dbqueueq.DefaultWorkers, "dbqueue: worker.Worker instances, each with its own pool")
 	flag.DurationVar(&c.dbqueue.Sleep, "sleep", dbqueueq.DefaultSleep, "dbqueue: worker Sleep (longest poll interval when idle)")
 	flag.IntVar(&c.ceiling.Workers, "workers", 8, "ceiling: worker goroutines (W)")
