@@ -37,25 +37,7 @@ func (c *completer) close() {
 
 func (c *completer) loop() {
 	defer close(c.done)
-	batch := make([]*dbqueue.Job, 0, completeBatch)
-	for job := range c.in {
-		batch = append(batch[:0], job)
-		timer := time.NewTimer(completeDelay)
-	gather:
-		for len(batch) < completeBatch {
-			select {
-			case j, ok := <-c.in:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, j)
-			case <-timer.C:
-				break gather
-			}
-		}
-		timer.Stop()
-		c.flush(batch)
-	}
+	gather(c.in, completeBatch, completeDelay, c.flush)
 }
 
 // flush deletes a batch, retrying database trouble until the oldest

@@ -70,25 +70,7 @@ func (rl *releaser) close() {
 
 func (rl *releaser) loop() {
 	defer close(rl.done)
-	batch := make([]releaseReq, 0, releaseBatch)
-	for req := range rl.in {
-		batch = append(batch[:0], req)
-		timer := time.NewTimer(releaseDelay)
-	gather:
-		for len(batch) < releaseBatch {
-			select {
-			case req, ok := <-rl.in:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, req)
-			case <-timer.C:
-				break gather
-			}
-		}
-		timer.Stop()
-		rl.flush(batch)
-	}
+	gather(rl.in, releaseBatch, releaseDelay, rl.flush)
 }
 
 func (rl *releaser) flush(batch []releaseReq) {
