@@ -34,7 +34,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -108,19 +107,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, err := bench.CPUProfile(*cpuprofile)
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer stopProfile()
 
 	began := time.Now()
 	loadBefore := bench.LoadAvg()
