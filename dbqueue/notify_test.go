@@ -5,27 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/dbqueue/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
 // On PostgreSQL a push of a job that is due now wakes the listeners of its
 // queue through NOTIFY, sent inside the push's own transaction: a rolled-back
 // push, a delayed job, or a job on another queue wakes nobody.
 func TestPushWakesListeners(t *testing.T) {
-	db := dbtest.New(t, dbqueue.Postgres)
-	pool, err := pgxpool.New(ctx, db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	q, err := dbqueue.NewPgx(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	pool, q := pgxQueue(t)
 	// Other tests share the database and the channel: a queue of our own.
 	queue := fmt.Sprintf("wake-%d", time.Now().UnixNano())
 	wake, stop := q.Wakeups(queue)

@@ -196,17 +196,26 @@ func TestPushInTransaction(t *testing.T) {
 	})
 }
 
-func TestPushInPgxTransaction(t *testing.T) {
+// pgxQueue opens a pgx pool on a fresh PostgreSQL test database and a queue
+// on it, both closed when the test ends.
+func pgxQueue(t *testing.T) (*pgxpool.Pool, *dbqueue.Queue) {
+	t.Helper()
 	db := dbtest.New(t, dbqueue.Postgres)
 	pool, err := pgxpool.New(ctx, db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	q, err := dbqueue.NewPgx(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { q.Close() })
+	return pool, q
+}
+
+func TestPushInPgxTransaction(t *testing.T) {
+	pool, q := pgxQueue(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
