@@ -53,7 +53,11 @@ func childMain(mode string) int {
 		return 2
 	}
 	defer ledger.Close()
-	ledger.SetMaxOpenConns(8) // 8 processes must stay under the server's connection limit
+	// 8 processes, each with this, the queue's pool (4, all in use with two
+	// claims in flight, deletes and releases) and its LISTEN connection,
+	// must leave room under PostgreSQL's default 100 for the tests running
+	// beside them: 8 × (4+4+1) = 72.
+	ledger.SetMaxOpenConns(4)
 	record := func(ctx context.Context, job *dbqueue.Job) error {
 		_, err := ledger.ExecContext(ctx, parsed.Dialect.Rebind("INSERT INTO ledger (job_id, attempt, pid) VALUES (?, ?, ?)"), job.ID, job.Attempts, os.Getpid())
 		return err
