@@ -22,17 +22,7 @@ func TestClaimsInFlight(t *testing.T) {
 	for _, claims := range []int{1, 2} {
 		t.Run(fmt.Sprint(claims), func(t *testing.T) {
 			t.Parallel()
-			db := dbtest.New(t, dbqueue.Postgres)
-			app := fmt.Sprintf("dbqueue_claims_test_%d_%d", claims, time.Now().UnixNano())
-			sep := "?"
-			if strings.Contains(db.DSN, "?") {
-				sep = "&"
-			}
-			q, err := dbqueue.Open(bg, db.DSN+sep+"application_name="+app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { q.Close() })
+			db, q, app := namedQueue(t)
 			pushN(t, q, 100, dbqueue.NewJob{Name: "job"})
 
 			// Capacity 8: the first claim takes 8, four run and park at the
@@ -106,4 +96,79 @@ func waitingClaims(t *testing.T, db *sql.DB, app string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// namedQueue opens a queue on a fresh PostgreSQL database whose sessions
+// carry an application name of their own, so pg_stat_activity can tell
+// this test's statements from those of the tests running beside it.
+func namedQueue(t *testing.T) (*dbtest.DB, *dbqueue.Queue, string) {
+	t.Helper()
+	db := dbtest.New(t, dbqueue.Postgres)
+	app := fmt.Sprintf("dbqueue_test_%d", time.Now().UnixNano())
+	sep := "?"
+	if strings.Contains(db.DSN, "?") {
+		sep = "&"
+	}
+	q, err := dbqueue.Open(bg, db.DSN+sep+"application_name="+app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return db, q, app
+}
+
+// A claim still out when the worker stops is waited for, and its jobs are
+// given back unstarted, attempts not counted: a stop takes no new work.
+func TestStopGivesBackClaimInFlight(t *testing.T) {
+	t.Parallel()
+	db, q, app := namedQueue(t)
+	pushN(t, q, 100, dbqueue.NewJob{Name: "job"})
+	var ran atomic.Int64
+	gate := make(chan struct{}, 100)
+	w, _ := newWorker(t, q, worker.Options{Concurrency: 4, Prefetch: 4, Claims: 2})
+	// The first four park at the gate; the rest finish at once.
+	w.Handle("job", func(ctx context.Context, job *dbqueue.Job) error {
+		if ran.Add(1) <= 4 {
+			<-gate
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for ran.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	lock, err := db.SQL.BeginTx(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.Exec("LOCK TABLE jobs IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// One parked job done: its runner works off the four prefetched jobs
+	// and then idles, while claims for the freed slots wait at the lock.
+	gate <- struct{}{}
+	for (ran.Load() < 8 || waitingClaims(t, db.SQL, app) == 0) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel() // stop while that claim is out
+	time.Sleep(200 * time.Millisecond)
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the claims return; an idle runner must not start their jobs
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := ran.Load(); got != 8 {
+		t.Fatalf("%d jobs started; want the 8 started before the stop", got)
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE reserved_at IS NULL AND attempts = 0"); n != 92 {
+		t.Fatalf("%d of 92 unfinished jobs are back unreserved with no attempt counted", n)
+	}
 }

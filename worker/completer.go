@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue/dbqueue"
@@ -19,6 +20,10 @@ type completer struct {
 	w    *Worker
 	in   chan *dbqueue.Job
 	done chan struct{}
+	// mu guards closed: a runner Run stopped waiting for (a handler that
+	// ignored cancellation) may still finish a job after close.
+	mu     sync.RWMutex
+	closed bool
 }
 
 func newCompleter(w *Worker) *completer {
@@ -27,11 +32,24 @@ func newCompleter(w *Worker) *completer {
 	return c
 }
 
-func (c *completer) add(job *dbqueue.Job) { c.in <- job }
+// add queues job's delete; after close it deletes the job by itself.
+func (c *completer) add(job *dbqueue.Job) {
+	c.mu.RLock()
+	if !c.closed {
+		c.in <- job
+		c.mu.RUnlock()
+		return
+	}
+	c.mu.RUnlock()
+	c.flush([]*dbqueue.Job{job})
+}
 
 // close writes what is pending and waits for it.
 func (c *completer) close() {
+	c.mu.Lock()
+	c.closed = true
 	close(c.in)
+	c.mu.Unlock()
 	<-c.done
 }
 
@@ -43,7 +61,6 @@ func (c *completer) loop() {
 // flush deletes a batch, retrying database trouble until the oldest
 // reservation in it is about to expire.
 func (c *completer) flush(batch []*dbqueue.Job) {
-	ctx := context.Background()
 	deadline := batch[0].ExpiresAt()
 	for _, j := range batch {
 		if j.ExpiresAt().Before(deadline) {
@@ -53,7 +70,9 @@ func (c *completer) flush(batch []*dbqueue.Job) {
 	deadline = deadline.Add(-time.Second)
 	wait := 50 * time.Millisecond
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		lost, err := c.w.q.DeleteMany(ctx, batch)
+		cancel()
 		if err == nil {
 			for _, j := range lost {
 				c.w.log.Warn("completed job was no longer held (reclaimed after retry_after); it may run again", "id", j.ID, "name", j.Name())

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue/dbqueue"
@@ -16,6 +17,9 @@ import (
 const (
 	releaseBatch = 500
 	releaseDelay = 2 * time.Millisecond
+	// flushTimeout bounds one batch's write, so a hung connection cannot
+	// hold every runner's release; the runners' persist retries it.
+	flushTimeout = 30 * time.Second
 )
 
 type releaser struct {
@@ -24,6 +28,10 @@ type releaser struct {
 	done chan struct{}
 	// flushed, when set (by tests), hears the size of each batch written.
 	flushed func(n int)
+	// mu guards closed: a runner Run stopped waiting for (a handler that
+	// ignored cancellation) may still release a job after close.
+	mu     sync.RWMutex
+	closed bool
 }
 
 type releaseReq struct {
@@ -54,17 +62,28 @@ func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Du
 		}
 	}
 	req := releaseReq{r: dbqueue.Releasing{Job: job, Delay: delay, Payload: payload}, err: make(chan error, 1)}
+	rl.mu.RLock()
+	if rl.closed {
+		rl.mu.RUnlock()
+		rl.flush([]releaseReq{req})
+		return <-req.err
+	}
 	select {
 	case rl.in <- req:
 	case <-ctx.Done():
+		rl.mu.RUnlock()
 		return ctx.Err()
 	}
+	rl.mu.RUnlock()
 	return <-req.err
 }
 
 // close writes what is pending and waits for it.
 func (rl *releaser) close() {
+	rl.mu.Lock()
+	rl.closed = true
 	close(rl.in)
+	rl.mu.Unlock()
 	<-rl.done
 }
 
@@ -78,7 +97,9 @@ func (rl *releaser) flush(batch []releaseReq) {
 	for i, req := range batch {
 		rs[i] = req.r
 	}
-	lost, err := rl.q.ReleaseMany(context.Background(), rs)
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	lost, err := rl.q.ReleaseMany(ctx, rs)
 	if rl.flushed != nil {
 		rl.flushed(len(rs))
 	}

@@ -258,9 +258,12 @@ type claim struct {
 	err  error
 	// idleBefore: nothing was in flight or being claimed when it began, so
 	// no job could have been released back while it ran; reservedBefore
-	// is how many jobs had been delivered then.
+	// and failedBefore are how many jobs had been delivered and how many
+	// claims had failed then. A claim that failed beside it may have held
+	// rows it skipped, so its "empty" proves nothing.
 	idleBefore     bool
 	reservedBefore int64
+	failedBefore   int
 }
 
 // loop reserves jobs while there is room and hands them to the runners,
@@ -276,6 +279,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 		outstanding int
 		claiming    int64  // slots asked for by claims in flight
 		empty       *claim // the last claim found nothing; none is sent until the poll wait
+		failed      int    // claims that returned an error
 		idle        = minPoll
 		trouble     time.Duration
 	)
@@ -288,9 +292,22 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			r.ready <- j
 		}
 	}
+	// takeResult handles a claim that came back while the loop was busy
+	// elsewhere (waiting out database trouble): its jobs go to the runners
+	// at once, before their reservations age.
+	takeResult := func(c claim) {
+		deliver(c)
+		if c.err != nil {
+			failed++
+		} else if len(c.jobs) > 0 {
+			empty, idle = nil, minPoll
+		}
+	}
 	// Claims still in flight when the loop stops are waited for and their
-	// jobs delivered: as Run stops, the runners give them back.
+	// jobs delivered; stopping is set first, so the runners give them back
+	// instead of starting them.
 	defer func() {
+		r.stopping.Store(true)
 		for outstanding > 0 {
 			deliver(<-results)
 		}
@@ -312,7 +329,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 		}
 		if empty == nil && len(queues) > 0 && want > 0 && outstanding < o.Claims && (outstanding == 0 || want >= minBatch) {
 			n := min(want, 1000)
-			c := claim{n: n, idleBefore: r.inFlight.Load() == 0 && outstanding == 0, reservedBefore: r.reserved.Load()}
+			c := claim{n: n, idleBefore: r.inFlight.Load() == 0 && outstanding == 0, reservedBefore: r.reserved.Load(), failedBefore: failed}
 			outstanding++
 			claiming += n
 			go func() {
@@ -327,7 +344,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 				r.wait(ctx, o.Sleep)
 				continue
 			}
-			if o.StopWhenEmpty && empty.idleBefore && r.reserved.Load() == empty.reservedBefore {
+			if o.StopWhenEmpty && empty.idleBefore && r.reserved.Load() == empty.reservedBefore && failed == empty.failedBefore {
 				return StopEmpty, nil
 			}
 			empty = nil
@@ -346,6 +363,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 		}
 		deliver(c)
 		if c.err != nil {
+			failed++
 			if ctx.Err() != nil {
 				continue
 			}
@@ -354,7 +372,19 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			}
 			trouble = min(max(trouble*2, 100*time.Millisecond), 30*time.Second)
 			r.w.log.Warn("cannot reserve jobs; retrying", "in", trouble, "error", c.err)
-			sleep(ctx, trouble)
+			t := time.NewTimer(trouble)
+		rest:
+			for {
+				select {
+				case c := <-results:
+					takeResult(c)
+				case <-t.C:
+					break rest
+				case <-ctx.Done():
+					t.Stop()
+					break rest
+				}
+			}
 			continue
 		}
 		if trouble > 0 {
