@@ -78,3 +78,36 @@ func TestReleasesAreBatched(t *testing.T) {
 		}
 	})
 }
+
+// A runner that finishes after Run closed the batchers (its handler
+// ignored cancellation past the grace period) still gets its job written,
+// on its own, instead of sending on a closed channel.
+func TestClosedBatchersWriteAlone(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	ctx := context.Background()
+	q := db.Queue(t)
+	if _, err := q.PushMany(ctx, []dbqueue.NewJob{{Name: "done"}, {Name: "again"}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := q.Reserve(ctx, 2)
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("reserved %d, %v", len(jobs), err)
+	}
+	w, err := New(q, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, rl := newCompleter(w), newReleaser(q)
+	c.close()
+	rl.close()
+	c.add(jobs[0])
+	if err := rl.release(ctx, jobs[1], time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
+		t.Fatalf("%d jobs left, want only the released one", n)
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE reserved_at IS NULL AND available_at > created_at + 3000"); n != 1 {
+		t.Fatal("the released job is not back with its hour's delay")
+	}
+}
