@@ -39,18 +39,7 @@ func TestClaimsInFlight(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
 			deadline := time.Now().Add(20 * time.Second)
-			for ran.Load() < 4 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			// From here every claim (and delete) waits at a table lock.
-			lock, err := db.SQL.BeginTx(bg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Rollback()
-			if _, err := lock.Exec("LOCK TABLE jobs IN EXCLUSIVE MODE"); err != nil {
-				t.Fatal(err)
-			}
+			lock := lockWhenParked(t, db, &ran, deadline)
 			most := 0
 			watch := func(d time.Duration) {
 				for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -138,17 +127,7 @@ func TestStopGivesBackClaimInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	deadline := time.Now().Add(20 * time.Second)
-	for ran.Load() < 4 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	lock, err := db.SQL.BeginTx(bg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback()
-	if _, err := lock.Exec("LOCK TABLE jobs IN EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	lock := lockWhenParked(t, db, &ran, deadline)
 	// One parked job done: its runner works off the four prefetched jobs
 	// and then idles, while claims for the freed slots wait at the lock.
 	gate <- struct{}{}
@@ -171,4 +150,23 @@ func TestStopGivesBackClaimInFlight(t *testing.T) {
 	if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE reserved_at IS NULL AND attempts = 0"); n != 92 {
 		t.Fatalf("%d of 92 unfinished jobs are back unreserved with no attempt counted", n)
 	}
+}
+
+// lockWhenParked waits until four handlers have started (and parked), then
+// takes a table lock at which every later claim and delete waits, until
+// the returned transaction ends (at the latest when the test does).
+func lockWhenParked(t *testing.T, db *dbtest.DB, ran *atomic.Int64, deadline time.Time) *sql.Tx {
+	t.Helper()
+	for ran.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	lock, err := db.SQL.BeginTx(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() })
+	if _, err := lock.Exec("LOCK TABLE jobs IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return lock
 }
