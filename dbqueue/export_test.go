@@ -10,7 +10,12 @@ import (
 // ones in use. A dump, not fields, so the check survives a reshuffle of the
 // statements struct and fails only when the SQL itself changes.
 func StatementsText(d Dialect, mariaDB bool) string {
-	return fmt.Sprintf("%+v", newStatements(d, mariaDB))
+	s := newStatements(d, mariaDB)
+	text := fmt.Sprintf("%+v", s)
+	if s.reserveCandidates != nil {
+		text += "\n" + s.reserveCandidates("")
+	}
+	return text
 }
 
 // SessionIsolation reports the isolation level of a connection from q's

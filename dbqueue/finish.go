@@ -15,6 +15,24 @@ import (
 // is another worker's now, or it was already finished. Nothing was changed.
 var ErrNotHeld = errors.New("dbqueue: job is no longer held by this reservation (reclaimed after retry_after, or already finished)")
 
+// held names one reservation of a job: its row and the token the claim drew.
+type held struct {
+	id    int64
+	token int64
+}
+
+func heldOf(job *Job) held { return held{job.ID, job.token} }
+
+// heldColumns lays out the reservations of jobs as the columns the
+// ownership checks compare: ids, tokens and attempts.
+func heldColumns(jobs []*Job) (ids, tokens, attempts []int64) {
+	ids, tokens, attempts = make([]int64, len(jobs)), make([]int64, len(jobs)), make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i], tokens[i], attempts[i] = j.ID, j.token, int64(j.Attempts)
+	}
+	return ids, tokens, attempts
+}
+
 func notHeld(job *Job) error {
 	return fmt.Errorf("job %d (attempt %d): %w", job.ID, job.Attempts, ErrNotHeld)
 }
@@ -23,7 +41,7 @@ func notHeld(job *Job) error {
 func (q *Queue) Delete(ctx context.Context, job *Job) error {
 	var res sqldb.Result
 	err := sqldb.Retry(ctx, func() (err error) {
-		res, err = q.db.Exec(ctx, q.stmts.deleteOne, job.ID, job.Attempts)
+		res, err = q.db.Exec(ctx, q.stmts.deleteOne, job.ID, job.token, job.Attempts)
 		return err
 	})
 	if err != nil {
@@ -45,18 +63,12 @@ func (q *Queue) DeleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err e
 			return lost, sqldb.Wrap("delete", err)
 		}
 		for _, j := range chunk {
-			if !deleted[held{j.ID, j.Attempts}] {
+			if !deleted[heldOf(j)] {
 				lost = append(lost, j)
 			}
 		}
 	}
 	return lost, nil
-}
-
-// held names one reservation of a job.
-type held struct {
-	id       int64
-	attempts int
 }
 
 func scanHeld(rows sqldb.Rows, err error) ([]held, error) {
@@ -67,7 +79,7 @@ func scanHeld(rows sqldb.Rows, err error) ([]held, error) {
 	var out []held
 	for rows.Next() {
 		var h held
-		if err := rows.Scan(&h.id, &h.attempts); err != nil {
+		if err := rows.Scan(&h.id, &h.token); err != nil {
 			return nil, err
 		}
 		out = append(out, h)
@@ -76,10 +88,7 @@ func scanHeld(rows sqldb.Rows, err error) ([]held, error) {
 }
 
 func (q *Queue) deleteChunk(ctx context.Context, jobs []*Job) (map[held]bool, error) {
-	ids, attempts := make([]int64, len(jobs)), make([]int64, len(jobs))
-	for i, j := range jobs {
-		ids[i], attempts[i] = j.ID, int64(j.Attempts)
-	}
+	ids, tokens, attempts := heldColumns(jobs)
 	deleted := make(map[held]bool, len(jobs))
 	err := sqldb.Retry(ctx, func() error {
 		clear(deleted)
@@ -90,14 +99,14 @@ func (q *Queue) deleteChunk(ctx context.Context, jobs []*Job) (map[held]bool, er
 			for i, j := range jobs {
 				attempts32[i] = int32(j.Attempts)
 			}
-			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteArrays, ids, attempts32))
+			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteArrays, ids, tokens, attempts32))
 			for _, h := range gone {
 				deleted[h] = true
 			}
 			return err
 		}
 		if q.stmts.deleteReturning {
-			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteMany(ids, attempts, true)))
+			gone, err := scanHeld(q.db.Query(ctx, q.stmts.deleteMany(ids, tokens, attempts, true)))
 			for _, h := range gone {
 				deleted[h] = true
 			}
@@ -106,7 +115,7 @@ func (q *Queue) deleteChunk(ctx context.Context, jobs []*Job) (map[held]bool, er
 		// MySQL 8 has no DELETE … RETURNING: lock what is still held,
 		// delete it, and know exactly which rows went.
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-			still, err := scanHeld(tx.Query(ctx, q.stmts.selectHeld(ids, attempts)))
+			still, err := scanHeld(tx.Query(ctx, q.stmts.selectHeld(ids, tokens, attempts)))
 			if err != nil || len(still) == 0 {
 				return err
 			}
@@ -158,9 +167,9 @@ func (q *Queue) release(ctx context.Context, job *Job, delay time.Duration, payl
 	var res sqldb.Result
 	err := sqldb.Retry(ctx, func() (err error) {
 		if payload == nil {
-			res, err = q.db.Exec(ctx, q.stmts.release, wholeSeconds(delay), job.ID, job.Attempts)
+			res, err = q.db.Exec(ctx, q.stmts.release, wholeSeconds(delay), job.ID, job.token, job.Attempts)
 		} else {
-			res, err = q.db.Exec(ctx, q.stmts.releasePayload, string(payload), wholeSeconds(delay), job.ID, job.Attempts)
+			res, err = q.db.Exec(ctx, q.stmts.releasePayload, string(payload), wholeSeconds(delay), job.ID, job.token, job.Attempts)
 		}
 		return err
 	})
@@ -180,7 +189,7 @@ func (q *Queue) release(ctx context.Context, job *Job, delay time.Duration, payl
 func (q *Queue) Unreserve(ctx context.Context, job *Job) error {
 	var res sqldb.Result
 	err := sqldb.Retry(ctx, func() (err error) {
-		res, err = q.db.Exec(ctx, q.stmts.unreserve, job.ID, job.Attempts)
+		res, err = q.db.Exec(ctx, q.stmts.unreserve, job.ID, job.token, job.Attempts)
 		return err
 	})
 	if err != nil {
@@ -189,6 +198,8 @@ func (q *Queue) Unreserve(ctx context.Context, job *Job) error {
 	if res.RowsAffected == 0 {
 		return notHeld(job)
 	}
+	// The row now carries the next token: this reservation is over.
+	job.token = -1
 	return nil
 }
 
@@ -207,7 +218,7 @@ func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
 	}
 	err := sqldb.Retry(ctx, func() error {
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
-			res, err := tx.Exec(ctx, q.stmts.failDelete, job.ID, job.Attempts)
+			res, err := tx.Exec(ctx, q.stmts.failDelete, job.ID, job.token, job.Attempts)
 			if err != nil {
 				return err
 			}
@@ -219,7 +230,24 @@ func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
 		})
 	})
 	if errors.Is(err, ErrNotHeld) {
+		// A Fail retried after its reply was lost finds its own work done:
+		// the row has left jobs, and failed_jobs holds it with this very
+		// exception. That is a success, so the caller's failure hooks run.
+		if done, cerr := q.failedAlready(ctx, job, uuid, text); cerr == nil && done {
+			return nil
+		}
 		return err
 	}
 	return sqldb.Wrap("fail", err)
+}
+
+// failedAlready reports whether job's row has left jobs and failed_jobs
+// holds uuid with exception text: what a committed Fail leaves.
+func (q *Queue) failedAlready(ctx context.Context, job *Job, uuid, text string) (bool, error) {
+	var n int64
+	if err := q.db.QueryRow(ctx, q.stmts.countJob, job.ID).Scan(&n); err != nil || n > 0 {
+		return false, err
+	}
+	err := q.db.QueryRow(ctx, q.stmts.countFailed, uuid, text).Scan(&n)
+	return n > 0, err
 }

@@ -25,6 +25,9 @@ type Job struct {
 	RawPayload []byte
 
 	expires time.Time // local clock
+	// token is the reservation token the claim drew: with ID it names this
+	// reservation, and no other claim of the row ever gets the same one.
+	token int64
 }
 
 // ExpiresAt is when, by this process's clock, the reservation runs out and
@@ -55,7 +58,7 @@ func scanJob(rows sqldb.Rows, extra ...any) (jobRow, error) {
 		reserved                sql.NullInt64
 		available, created, att int64
 	)
-	dest := append([]any{&r.job.ID, &r.job.Queue, &payload, &att, &reserved, &available, &created}, extra...)
+	dest := append([]any{&r.job.ID, &r.job.Queue, &payload, &att, &reserved, &available, &created, &r.job.token}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return r, err
 	}

@@ -120,7 +120,22 @@ func (b Backoff) Delay(attempts int) time.Duration {
 		return 0
 	}
 	i := min(max(attempts-1, 0), len(b)-1)
-	return time.Duration(b[i]) * time.Second
+	return secondsDuration(int64(b[i]))
+}
+
+// maxSeconds is the most seconds a time.Duration holds.
+const maxSeconds = int64(math.MaxInt64 / time.Second)
+
+// secondsDuration turns payload seconds into a Duration, saturating where
+// the product would overflow (a producer may write any number).
+func secondsDuration(s int64) time.Duration {
+	switch {
+	case s > maxSeconds:
+		return math.MaxInt64
+	case s < -maxSeconds:
+		return math.MinInt64
+	}
+	return time.Duration(s) * time.Second
 }
 
 // Seconds is a whole number of seconds in a payload. It reads numbers and
@@ -213,9 +228,14 @@ func checkQueueName(name string) error {
 	return nil
 }
 
-// wholeSeconds rounds a duration up to whole seconds, Laravel's unit.
+// wholeSeconds rounds a duration up to whole seconds, Laravel's unit,
+// without the overflow that adding a second to a huge duration would cause.
 func wholeSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
 }
 
 // encode validates j and builds its payload JSON.

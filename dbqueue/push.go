@@ -145,14 +145,15 @@ func (q *Queue) insert(ctx context.Context, ex sqldb.Execer, rows []pushRow) ([]
 		if err != nil {
 			return nil, err
 		}
-		// MySQL and SQLite report the first (MySQL) or last (SQLite) id of a
-		// multi-row insert; the ids of one statement are consecutive.
-		first := res.LastInsertID
+		// MySQL 8 reports the first id of a multi-row insert, the others
+		// following auto_increment_increment apart; SQLite the last, with
+		// the ids of one statement consecutive.
+		first, step := res.LastInsertID, max(q.stmts.idStep, 1)
 		if q.dialect == SQLite {
 			first = res.LastInsertID - int64(len(chunk)) + 1
 		}
 		for i := range chunk {
-			ids = append(ids, first+int64(i))
+			ids = append(ids, first+int64(i)*step)
 		}
 	}
 	return ids, nil

@@ -20,6 +20,10 @@ const (
 	DefaultConnection = "database"
 	DefaultQueue      = "default"
 	DefaultRetryAfter = 90 * time.Second
+	// MaxRetryAfter bounds WithRetryAfter: a year is longer than any job
+	// should hold a reservation, and far from the limits of time.Duration
+	// and of the database's Unix-second arithmetic.
+	MaxRetryAfter = 365 * 24 * time.Hour
 )
 
 // Queue is a handle on the jobs and failed_jobs tables of one database. It
@@ -70,6 +74,9 @@ func WithRetryAfter(d time.Duration) Option {
 	return func(q *Queue) error {
 		if d < time.Second {
 			return fmt.Errorf("dbqueue: WithRetryAfter(%v): retry_after must be at least 1s (and longer than your longest job timeout)", d)
+		}
+		if d > MaxRetryAfter {
+			return fmt.Errorf("dbqueue: WithRetryAfter(%v): retry_after may be at most %v; a reservation that never expires would keep a dead worker's jobs forever", d, MaxRetryAfter)
 		}
 		q.retryAfter = wholeSeconds(d)
 		return nil
@@ -160,6 +167,14 @@ func newQueue(ctx context.Context, db sqldb.DB, dialect Dialect, opts []Option) 
 		q.mariaDB = strings.Contains(strings.ToLower(version), "mariadb")
 	}
 	q.stmts = newStatements(dialect, q.mariaDB)
+	if dialect == MySQL && !q.mariaDB {
+		// MySQL 8 reports only the first id of a multi-row INSERT; the rest
+		// follow auto_increment_increment apart (Galera and Group
+		// Replication multi-primary set it above 1).
+		if err := db.QueryRow(ctx, "SELECT @@auto_increment_increment").Scan(&q.stmts.idStep); err != nil {
+			return nil, fmt.Errorf("dbqueue: connect: %w", err)
+		}
+	}
 	q.wake = newNotifier(db)
 	if err := q.checkTables(ctx); err != nil {
 		return nil, err
@@ -169,8 +184,8 @@ func newQueue(ctx context.Context, db sqldb.DB, dialect Dialect, opts []Option) 
 
 // checkTables fails early, and says what to do, when the tables are missing.
 func (q *Queue) checkTables(ctx context.Context) error {
-	for _, table := range []string{"jobs", "failed_jobs"} {
-		rows, err := q.db.Query(ctx, "SELECT id FROM "+table+" WHERE 1 = 0")
+	for _, query := range []string{"SELECT id, reservation_token FROM jobs WHERE 1 = 0", "SELECT id FROM failed_jobs WHERE 1 = 0"} {
+		rows, err := q.db.Query(ctx, query)
 		if err != nil {
 			return sqldb.Wrap("check tables", err)
 		}

@@ -44,7 +44,7 @@ func (q *Queue) ReleaseMany(ctx context.Context, rs []Releasing) (lost []*Job, e
 			return lost, sqldb.Wrap("release", err)
 		}
 		for i, r := range chunk {
-			if !released[held{r.Job.ID, r.Job.Attempts}] {
+			if !released[heldOf(r.Job)] {
 				lost = append(lost, r.Job)
 			} else if r.Payload != nil {
 				r.Job.Payload, r.Job.RawPayload = decoded[start+i], r.Payload
@@ -55,11 +55,12 @@ func (q *Queue) ReleaseMany(ctx context.Context, rs []Releasing) (lost []*Job, e
 }
 
 func (q *Queue) releaseChunk(ctx context.Context, rs []Releasing) (map[held]bool, error) {
-	ids, attempts, delays := make([]int64, len(rs)), make([]int64, len(rs)), make([]int64, len(rs))
-	payloads := make([][]byte, len(rs))
+	jobs := make([]*Job, len(rs))
+	delays, payloads := make([]int64, len(rs)), make([][]byte, len(rs))
 	for i, r := range rs {
-		ids[i], attempts[i], delays[i], payloads[i] = r.Job.ID, int64(r.Job.Attempts), wholeSeconds(r.Delay), r.Payload
+		jobs[i], delays[i], payloads[i] = r.Job, wholeSeconds(r.Delay), r.Payload
 	}
+	ids, tokens, attempts := heldColumns(jobs)
 	released := make(map[held]bool, len(rs))
 	mark := func(hs []held) {
 		for _, h := range hs {
@@ -80,11 +81,11 @@ func (q *Queue) releaseChunk(ctx context.Context, rs []Releasing) (map[held]bool
 					texts[i] = &text
 				}
 			}
-			hs, err := scanHeld(q.db.Query(ctx, q.stmts.releaseArrays, ids, attempts32, delays, texts))
+			hs, err := scanHeld(q.db.Query(ctx, q.stmts.releaseArrays, ids, tokens, attempts32, delays, texts))
 			mark(hs)
 			return err
 		case SQLite:
-			query, args := q.stmts.releaseMany(ids, attempts, delays, payloads, true)
+			query, args := q.stmts.releaseMany(ids, tokens, attempts, delays, payloads, true)
 			hs, err := scanHeld(q.db.Query(ctx, query, args...))
 			mark(hs)
 			return err
@@ -92,7 +93,7 @@ func (q *Queue) releaseChunk(ctx context.Context, rs []Releasing) (map[held]bool
 		// MySQL has no UPDATE … RETURNING: lock what is still held, update
 		// exactly that, and know which rows were released.
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-			still, err := scanHeld(tx.Query(ctx, q.stmts.selectHeld(ids, attempts)))
+			still, err := scanHeld(tx.Query(ctx, q.stmts.selectHeld(ids, tokens, attempts)))
 			if err != nil || len(still) == 0 {
 				return err
 			}
@@ -100,15 +101,15 @@ func (q *Queue) releaseChunk(ctx context.Context, rs []Releasing) (map[held]bool
 			for _, h := range still {
 				keep[h] = true
 			}
-			var sIDs, sAttempts, sDelays []int64
+			var sIDs, sTokens, sAttempts, sDelays []int64
 			var sPayloads [][]byte
 			for i := range rs {
-				if keep[held{ids[i], int(attempts[i])}] {
-					sIDs, sAttempts = append(sIDs, ids[i]), append(sAttempts, attempts[i])
+				if keep[held{ids[i], tokens[i]}] {
+					sIDs, sTokens, sAttempts = append(sIDs, ids[i]), append(sTokens, tokens[i]), append(sAttempts, attempts[i])
 					sDelays, sPayloads = append(sDelays, delays[i]), append(sPayloads, payloads[i])
 				}
 			}
-			query, args := q.stmts.releaseMany(sIDs, sAttempts, sDelays, sPayloads, false)
+			query, args := q.stmts.releaseMany(sIDs, sTokens, sAttempts, sDelays, sPayloads, false)
 			if _, err := tx.Exec(ctx, query, args...); err != nil {
 				return err
 			}

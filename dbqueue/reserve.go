@@ -13,6 +13,16 @@ import (
 // maxReserve bounds one claim.
 const maxReserve = 1000
 
+// mysqlClaimRounds bounds how many sets of candidates one MySQL claim tries
+// when other claimers hold the first ones.
+const mysqlClaimRounds = 8
+
+// ErrAttemptsExhausted is the cause a job is failed with when it has been
+// reserved as often as the attempts column can count (2,147,483,647 times):
+// a job that keeps coming back that often would otherwise overflow the
+// column and stop its whole queue.
+var ErrAttemptsExhausted = errors.New("dbqueue: the job was reserved as many times as the attempts column can count; it is failed so the queue keeps working (check what keeps giving it back)")
+
 // Reserve claims up to n available jobs, taking from the queues in the
 // order given (the default queue when none is named) until n are held. A
 // job is available when it is due and unreserved, or when its reservation
@@ -70,6 +80,9 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, e
 		rows[i].job.expires = expires
 	}
 	for _, r := range rows {
+		if r.badErr == nil && r.job.Attempts >= maxAttempts {
+			r.badErr = fmt.Errorf("job %d, attempt %d: %w", r.job.ID, r.job.Attempts, ErrAttemptsExhausted)
+		}
 		if r.badErr != nil {
 			job := r.job
 			failErr = errors.Join(failErr, q.Fail(ctx, &job, r.badErr))
@@ -110,36 +123,53 @@ func (q *Queue) claimInTx(ctx context.Context, queue string, n int) ([]jobRow, e
 			return rs.Err()
 		}
 		// Twice as many candidates as wanted: other claimers may hold some.
+		// When they hold so many that the lock step comes back short, look
+		// further, past the candidates already tried, before reporting the
+		// queue empty: an empty claim makes StopWhenEmpty workers exit and
+		// pollers back off while jobs wait.
 		m := min(2*n, 2*maxReserve)
-		ids, err := scanIDs(tx.Query(ctx, q.stmts.reserveCandidates, queue, q.retryAfter, m, queue, m, m))
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		lock := "SELECT " + jobColumns + ", " + q.dialect.Now() + " FROM jobs WHERE id IN (" + sqldb.Ints(ids) +
-			") AND " + q.stmts.reserveDue + " LIMIT ? FOR UPDATE SKIP LOCKED"
-		if err := scan(lock, q.retryAfter, n); err != nil {
-			return err
+		var tried []int64
+		for round := 0; round < mysqlClaimRounds && len(rows) < n; round++ {
+			skip := ""
+			if len(tried) > 0 {
+				skip = "id NOT IN (" + sqldb.Ints(tried) + ") AND "
+			}
+			ids, err := scanIDs(tx.Query(ctx, q.stmts.reserveCandidates(skip), queue, q.retryAfter, m, queue, m, m))
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			lock := "SELECT " + jobColumns + ", " + q.dialect.Now() + " FROM jobs WHERE id IN (" + sqldb.Ints(ids) +
+				") AND " + q.stmts.reserveDue + " LIMIT ? FOR UPDATE SKIP LOCKED"
+			if err := scan(lock, q.retryAfter, n-len(rows)); err != nil {
+				return err
+			}
+			if len(ids) < m {
+				break // every candidate was read: there are no others
+			}
+			tried = append(tried, ids...)
 		}
 		if len(rows) == 0 {
 			return nil
 		}
-		ids = ids[:0]
+		ids := make([]int64, 0, len(rows))
 		for _, r := range rows {
 			ids = append(ids, r.job.ID)
 		}
-		query := "UPDATE jobs SET reserved_at = ?, attempts = attempts + 1 WHERE id IN (" + sqldb.Ints(ids) + ")"
+		query := "UPDATE jobs SET reserved_at = ?, " + claimSet + " WHERE id IN (" + sqldb.Ints(ids) + ")"
 		if _, err := tx.Exec(ctx, query, now); err != nil {
 			return err
 		}
 		for i := range rows {
-			rows[i].job.Attempts++
+			if rows[i].job.Attempts < maxAttempts {
+				rows[i].job.Attempts++
+			}
+			rows[i].job.token++
 			rows[i].job.ReservedAt = time.Unix(now, 0)
 		}
 		return nil
 	})
 	return rows, err
 }
-
 func collectJobs(rs sqldb.Rows, err error) ([]jobRow, error) {
 	if err != nil {
 		return nil, err

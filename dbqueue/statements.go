@@ -1,6 +1,7 @@
 package dbqueue
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -8,7 +9,17 @@ import (
 )
 
 // jobColumns is what every read of a job row selects, in Job's scan order.
-const jobColumns = "id, queue, payload, attempts, reserved_at, available_at, created_at"
+const jobColumns = "id, queue, payload, attempts, reserved_at, available_at, created_at, reservation_token"
+
+// maxAttempts is the most attempts a job can count: the largest value of
+// the attempts column (integer) that migrate up leaves on every dialect.
+// A claim never counts past it, and a job reserved that often is failed
+// instead of run (see Reserve), so no claim can overflow the column.
+const maxAttempts = math.MaxInt32
+
+// claimSet is the SET list of every claim: reserve now, count the attempt
+// (never past maxAttempts), and draw a new reservation token.
+var claimSet = "attempts = CASE WHEN attempts < " + strconv.Itoa(maxAttempts) + " THEN attempts + 1 ELSE attempts END, reservation_token = reservation_token + 1"
 
 // statements is the SQL of one dialect, built once per queue.
 type statements struct {
@@ -16,20 +27,26 @@ type statements struct {
 	// reserve claims jobs in one statement (PostgreSQL, SQLite); params:
 	// queue, retryAfter, n, queue, n, n.
 	reserve string
-	// reserveCandidates lists ids to claim without locking (MySQL); params:
+	// reserveCandidates lists ids to claim without locking (MySQL), each
+	// arm's WHERE starting with skip ("id NOT IN (…) AND " or ""); params:
 	// queue, retryAfter, m, queue, m, m. reserveDue rechecks a locked row.
-	reserveCandidates, reserveDue string
-	// deleteArrays deletes held (id, attempts) pairs given as two arrays
-	// (PostgreSQL).
+	reserveCandidates func(skip string) string
+	reserveDue        string
+	// deleteArrays deletes held reservations given as three arrays of id,
+	// token and attempts (PostgreSQL).
 	deleteArrays string
-	// releaseArrays releases held (id, attempts) pairs with their delays
-	// and optional new payloads, given as four arrays (PostgreSQL).
+	// releaseArrays releases held reservations with their delays and
+	// optional new payloads, given as five arrays (PostgreSQL).
 	releaseArrays                      string
 	deleteOne, release, releasePayload string
 	failDelete, failInsert, unreserve  string
 	size, clear                        string
+	countJob, countFailed              string
 	insertReturnsID                    bool
-	deleteReturning                    bool
+	// idStep is how far apart the ids of one multi-row INSERT are where
+	// they are not returned (MySQL 8: auto_increment_increment).
+	idStep          int64
+	deleteReturning bool
 }
 
 func newStatements(d Dialect, mariaDB bool) statements {
@@ -46,21 +63,21 @@ func newStatements(d Dialect, mariaDB bool) statements {
 		s.reserve = r(`WITH expired AS (SELECT id FROM jobs WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
 ready AS (SELECT id FROM jobs WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
 due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
-UPDATE jobs SET reserved_at = ` + now + `, attempts = jobs.attempts + 1
+UPDATE jobs SET reserved_at = ` + now + `, ` + claimSet + `
 FROM due WHERE jobs.id = due.id
-RETURNING jobs.id, jobs.queue, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at`)
-		s.deleteArrays = `DELETE FROM jobs USING unnest($1::bigint[], $2::int[]) AS held(id, attempts)
-WHERE jobs.id = held.id AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
-RETURNING jobs.id, jobs.attempts`
+RETURNING jobs.id, jobs.queue, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at, jobs.reservation_token`)
+		s.deleteArrays = `DELETE FROM jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.reservation_token`
 		s.releaseArrays = `UPDATE jobs SET reserved_at = NULL, available_at = ` + now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload)
-FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[]) AS held(id, attempts, delay, payload)
-WHERE jobs.id = held.id AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
-RETURNING jobs.id, jobs.attempts`
+FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.reservation_token`
 		s.insertReturnsID = true
 		s.deleteReturning = true
 	case SQLite:
-		s.reserve = `UPDATE jobs SET reserved_at = ` + now + `, attempts = attempts + 1
+		s.reserve = `UPDATE jobs SET reserved_at = ` + now + `, ` + claimSet + `
 WHERE id IN (
   SELECT id FROM (SELECT id FROM jobs WHERE ` + expired + `)
   UNION ALL
@@ -76,15 +93,23 @@ RETURNING ` + jobColumns
 		// SKIP LOCKED, checking again that each is still due. A locking
 		// read through the secondary index took three times as long.
 		from := "SELECT id FROM jobs FORCE INDEX (jobs_queue_reserved_available_idx) WHERE "
-		s.reserveCandidates = "(" + from + expired + ") UNION ALL (" + from + ready + ") LIMIT ?"
+		s.reserveCandidates = func(skip string) string {
+			return "(" + from + skip + expired + ") UNION ALL (" + from + skip + ready + ") LIMIT ?"
+		}
 		s.reserveDue = "((reserved_at IS NULL AND available_at <= " + now + ") OR (reserved_at IS NOT NULL AND reserved_at <= " + now + " - ?))"
 		s.deleteReturning = mariaDB
+		// MariaDB returns the ids a multi-row INSERT drew, whatever
+		// auto_increment_increment (Galera steps it by the node count).
+		s.insertReturnsID = mariaDB
 	}
-	held := " WHERE id = ? AND attempts = ? AND reserved_at IS NOT NULL"
+	held := " WHERE id = ? AND reservation_token = ? AND attempts = ? AND reserved_at IS NOT NULL"
 	s.deleteOne = r("DELETE FROM jobs" + held)
 	s.release = r("UPDATE jobs SET reserved_at = NULL, available_at = " + now + " + ?" + held)
 	s.releasePayload = r("UPDATE jobs SET payload = ?, reserved_at = NULL, available_at = " + now + " + ?" + held)
-	s.unreserve = r("UPDATE jobs SET reserved_at = NULL, attempts = attempts - 1" + held)
+	// A give-back takes the attempt back and draws a new token, so a give-back
+	// retried after a lost reply can never match a later claim, ours or a
+	// PHP worker's (which counts attempts but leaves the token alone).
+	s.unreserve = r("UPDATE jobs SET reserved_at = NULL, attempts = attempts - 1, reservation_token = reservation_token + 1" + held)
 	s.failDelete = s.deleteOne
 	insert := "INSERT INTO failed_jobs (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)"
 	switch d {
@@ -101,6 +126,8 @@ RETURNING ` + jobColumns
   ` + now + `
 FROM jobs WHERE queue = ?`)
 	s.clear = r("DELETE FROM jobs WHERE queue = ?")
+	s.countJob = r("SELECT COUNT(*) FROM jobs WHERE id = ?")
+	s.countFailed = r("SELECT COUNT(*) FROM failed_jobs WHERE uuid = ? AND exception = ?")
 	return s
 }
 
@@ -134,26 +161,33 @@ SELECT ins.id FROM ins CROSS JOIN (SELECT count(pg_notify('` + notifyChannel + `
 	return s.d.Rebind(b.String())
 }
 
-// deleteMany deletes the rows of held (id, attempts) pairs. The plain id
-// list lets every dialect use the primary key.
-func (s statements) deleteMany(ids, attempts []int64, returning bool) string {
-	q := "DELETE FROM jobs WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL"
+// heldWhere matches the rows still held by the reservations given as
+// columns of ids, tokens and attempts. The plain id list lets every dialect
+// use the primary key.
+func heldWhere(ids, tokens, attempts []int64) string {
+	return " WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, reservation_token, attempts) IN (" +
+		sqldb.IntTuples(ids, tokens, attempts) + ") AND reserved_at IS NOT NULL"
+}
+
+// deleteMany deletes the rows of held reservations.
+func (s statements) deleteMany(ids, tokens, attempts []int64, returning bool) string {
+	q := "DELETE FROM jobs" + heldWhere(ids, tokens, attempts)
 	if returning {
-		q += " RETURNING id, attempts"
+		q += " RETURNING id, reservation_token"
 	}
 	return q
 }
 
-// selectHeld finds which (id, attempts) pairs are still held, locking them
+// selectHeld finds which reservations are still held, locking their rows
 // (MySQL's way to learn what a DELETE without RETURNING will remove).
-func (s statements) selectHeld(ids, attempts []int64) string {
-	return "SELECT id, attempts FROM jobs WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL FOR UPDATE"
+func (s statements) selectHeld(ids, tokens, attempts []int64) string {
+	return "SELECT id, reservation_token FROM jobs" + heldWhere(ids, tokens, attempts) + " FOR UPDATE"
 }
 
-// releaseMany releases held (id, attempts) pairs, each after its own delay
+// releaseMany releases held reservations, each after its own delay
 // in seconds; payloads[i], when not nil, replaces the payload of ids[i]
 // and is passed as an argument (the only ones the statement takes).
-func (s statements) releaseMany(ids, attempts, delays []int64, payloads [][]byte, returning bool) (string, []any) {
+func (s statements) releaseMany(ids, tokens, attempts, delays []int64, payloads [][]byte, returning bool) (string, []any) {
 	var b strings.Builder
 	b.WriteString("UPDATE jobs SET reserved_at = NULL, available_at = " + s.d.Now() + " + CASE id")
 	for i, id := range ids {
@@ -174,9 +208,9 @@ func (s statements) releaseMany(ids, attempts, delays []int64, payloads [][]byte
 	if args != nil {
 		b.WriteString(" ELSE payload END")
 	}
-	b.WriteString(" WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, attempts) IN (" + sqldb.IntPairs(ids, attempts) + ") AND reserved_at IS NOT NULL")
+	b.WriteString(heldWhere(ids, tokens, attempts))
 	if returning {
-		b.WriteString(" RETURNING id, attempts")
+		b.WriteString(" RETURNING id, reservation_token")
 	}
 	return b.String(), args
 }

@@ -97,17 +97,24 @@ func Ints(ids []int64) string {
 	return string(b)
 }
 
-// IntPairs writes "(a1,b1),(a2,b2)" for row-constructor IN lists.
-func IntPairs(a, b []int64) string {
-	out := make([]byte, 0, 16*len(a))
-	for i := range a {
+// IntTuples writes "(a1,b1,…),(a2,b2,…)" from columns of equal length, for
+// row-constructor IN lists.
+func IntTuples(cols ...[]int64) string {
+	if len(cols) == 0 {
+		return ""
+	}
+	out := make([]byte, 0, 8*len(cols)*len(cols[0]))
+	for i := range cols[0] {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, '(')
-		out = strconv.AppendInt(out, a[i], 10)
-		out = append(out, ',')
-		out = strconv.AppendInt(out, b[i], 10)
+		for c, col := range cols {
+			if c > 0 {
+				out = append(out, ',')
+			}
+			out = strconv.AppendInt(out, col[i], 10)
+		}
 		out = append(out, ')')
 	}
 	return string(out)

@@ -10,19 +10,21 @@ import (
 )
 
 // ErrNoTables is wrapped by errors that come from dbqueue's tables missing.
-var ErrNoTables = errors.New("dbqueue: the jobs and failed_jobs tables are missing: run `go run ./cmd/migrate up -dsn <your DSN>` or call migrations.Up")
+var ErrNoTables = errors.New("dbqueue: the jobs and failed_jobs tables are missing or older than this dbqueue: run `go run ./cmd/migrate up -dsn <your DSN>` or call migrations.Up")
 
-// MissingTable reports whether err says a table does not exist.
+// MissingTable reports whether err says a table, or a column a migration
+// adds, does not exist: either way the cure is to migrate.
 func MissingTable(err error) bool {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
-		return pg.Code == "42P01" // undefined_table
+		return pg.Code == "42P01" || pg.Code == "42703" // undefined_table, undefined_column
 	}
 	var my *mysql.MySQLError
 	if errors.As(err, &my) {
-		return my.Number == 1146 // ER_NO_SUCH_TABLE
+		return my.Number == 1146 || my.Number == 1054 // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
 	}
-	return strings.Contains(err.Error(), "no such table")
+	msg := err.Error()
+	return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
 }
 
 // Retryable reports whether err is a transient conflict that the same work
