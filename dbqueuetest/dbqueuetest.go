@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/sqldb"
+	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite" // the embedded default
+	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/migrations"
 )
 
@@ -36,29 +37,21 @@ func New(t testing.TB, opts ...dbqueue.Option) *dbqueue.Queue {
 // code under test enqueued.
 func Pushed(t testing.TB, q *dbqueue.Queue, queue string) []dbqueue.Payload {
 	t.Helper()
-	h := sqldb.HandleOf(q)
+	c := core.Of(q)
 	if queue == "" {
-		queue = h.Queue
+		queue = c.DefaultQueue
 	}
-	rows, err := h.DB.Query(context.Background(), h.Dialect.Rebind("SELECT payload FROM jobs WHERE queue = ? ORDER BY id"), queue)
+	raws, err := c.Dialect.Payloads(context.Background(), c.DB, queue)
 	if err != nil {
 		t.Fatalf("dbqueuetest: %v", err)
 	}
-	defer rows.Close()
-	var out []dbqueue.Payload
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			t.Fatal(err)
-		}
+	out := make([]dbqueue.Payload, 0, len(raws))
+	for _, raw := range raws {
 		p, err := dbqueue.DecodePayload(raw)
 		if err != nil {
 			t.Fatalf("dbqueuetest: %v", err)
 		}
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/dbqueuetest"
 )
 

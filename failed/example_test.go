@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
 	"github.com/dbqueue/dbqueue/migrations"
 )
@@ -48,7 +48,10 @@ func ExampleStore_Retry() {
 	}
 
 	// An operator lists the failures, then retries them.
-	store := failed.New(q)
+	store, err := failed.New(q)
+	if err != nil {
+		log.Fatal(err)
+	}
 	list, err := store.List(ctx, failed.Filter{})
 	if err != nil {
 		log.Fatal(err)

@@ -11,13 +11,14 @@ package failed
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -35,16 +36,19 @@ var ErrOtherConnection = errors.New("dbqueue: failed job belongs to another queu
 // is safe for concurrent use.
 type Store struct {
 	db         sqldb.DB
-	dialect    sqldb.Dialect
+	sql        dialect.Dialect
 	connection string // failed_jobs.connection of jobs this queue failed
 	queue      string // the queue's default queue
 }
 
-// New returns a Store on the database of q. It shares q's connection pool,
-// so it stays usable until q is closed.
-func New(q *dbqueue.Queue) *Store {
-	h := sqldb.HandleOf(q)
-	return &Store{db: h.DB, dialect: h.Dialect, connection: h.Connection, queue: h.Queue}
+// New returns a Store on the database (and failed jobs table) of q. It
+// shares q's connection pool, so it stays usable until q is closed.
+func New(q *dbqueue.Queue) (*Store, error) {
+	if q == nil {
+		return nil, errors.New("dbqueue: failed.New: nil queue: open one with dbqueue.Open or dbqueue.New first")
+	}
+	c := core.Of(q)
+	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue}, nil
 }
 
 // Job is a row of failed_jobs.
@@ -109,42 +113,30 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Job, error) {
 	case f.Limit < 0 || f.Limit > MaxLimit:
 		return nil, fmt.Errorf("dbqueue: list failed jobs: Limit %d must be between 1 and %d (page with BeforeID)", f.Limit, MaxLimit)
 	}
-	query := s.selectJobs() + " WHERE 1 = 1"
-	var args []any
-	if f.Queue != "" {
-		query += " AND queue = ?"
-		args = append(args, f.Queue)
-	}
-	if f.BeforeID > 0 {
-		query += " AND id < ?"
-		args = append(args, f.BeforeID)
-	}
-	query += " ORDER BY id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	jobs, err := scanJobs(s.db.Query(ctx, s.dialect.Rebind(query), args...))
+	rows, err := s.sql.ListFailed(ctx, s.db, dialect.FailedFilter{Queue: f.Queue, BeforeID: f.BeforeID, Limit: f.Limit})
 	if err != nil {
 		return nil, sqldb.Wrap("list failed jobs", err)
 	}
-	return jobs, nil
+	return jobsOf(rows), nil
 }
 
 // Find returns the failed job with this uuid, or an error wrapping
 // ErrNotFound.
 func (s *Store) Find(ctx context.Context, uuid string) (Job, error) {
-	jobs, err := scanJobs(s.db.Query(ctx, s.dialect.Rebind(s.selectJobs()+" WHERE uuid = ?"), uuid))
+	rows, err := s.sql.ListFailed(ctx, s.db, dialect.FailedFilter{UUIDs: []string{uuid}, Limit: 1})
 	if err != nil {
 		return Job{}, sqldb.Wrap("find failed job", err)
 	}
-	if len(jobs) == 0 {
+	if len(rows) == 0 {
 		return Job{}, fmt.Errorf("%w: %q", ErrNotFound, uuid)
 	}
-	return jobs[0], nil
+	return jobsOf(rows)[0], nil
 }
 
 // Forget deletes the failed job with this uuid without retrying it, and
 // reports whether there was one.
 func (s *Store) Forget(ctx context.Context, uuid string) (bool, error) {
-	n, err := s.delete(ctx, "forget failed job", "uuid = ?", uuid)
+	n, err := s.delete(ctx, "forget failed job", dialect.FailedFilter{UUIDs: []string{uuid}})
 	return n > 0, err
 }
 
@@ -156,9 +148,9 @@ func (s *Store) Flush(ctx context.Context, olderThan time.Duration) (int64, erro
 	case olderThan < 0:
 		return 0, fmt.Errorf("dbqueue: flush failed jobs: negative age %v", olderThan)
 	case olderThan == 0:
-		return s.delete(ctx, "flush failed jobs", "1 = 1")
+		return s.delete(ctx, "flush failed jobs", dialect.FailedFilter{})
 	}
-	return s.delete(ctx, "flush failed jobs", s.failedBefore(s.dialect.Now()+" - ?"), int64(olderThan/time.Second))
+	return s.delete(ctx, "flush failed jobs", dialect.FailedFilter{OlderThan: int64(olderThan / time.Second)})
 }
 
 // Prune deletes the failed jobs that failed before the given time and
@@ -169,57 +161,28 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if before.Nanosecond() > 0 {
 		sec++
 	}
-	return s.delete(ctx, "prune failed jobs", s.failedBefore("?"), sec)
+	return s.delete(ctx, "prune failed jobs", dialect.FailedFilter{FailedBefore: &sec})
 }
 
-// failedBefore is the predicate "failed_at is earlier than the Unix time
-// expr". PostgreSQL and MySQL compare the column itself so the failed_at
-// index serves it; SQLite keeps times as text whose format depends on the
-// writer, so there the column is converted to seconds first.
-func (s *Store) failedBefore(expr string) string {
-	if s.dialect == sqldb.SQLite {
-		return s.dialect.Epoch("failed_at") + " < " + expr
-	}
-	return "failed_at < " + s.dialect.Timestamp(expr)
-}
-
-func (s *Store) delete(ctx context.Context, op, where string, args ...any) (int64, error) {
-	var res sqldb.Result
+func (s *Store) delete(ctx context.Context, op string, f dialect.FailedFilter) (int64, error) {
+	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		res, err = s.db.Exec(ctx, s.dialect.Rebind("DELETE FROM failed_jobs WHERE "+where), args...)
+		n, err = s.sql.DeleteFailed(ctx, s.db, f)
 		return err
 	})
 	if err != nil {
 		return 0, sqldb.Wrap(op, err)
 	}
-	return res.RowsAffected, nil
+	return n, nil
 }
 
-// selectJobs reads failed_at as Unix seconds, which every dialect and
-// column type (timestamptz, timestamp, MySQL timestamp, SQLite text)
-// converts alike, without relying on driver time parsing.
-func (s *Store) selectJobs() string {
-	return "SELECT id, uuid, connection, queue, payload, exception, " + s.dialect.Epoch("failed_at") + " FROM failed_jobs"
-}
-
-func scanJobs(rows sqldb.Rows, err error) ([]Job, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var jobs []Job
-	for rows.Next() {
-		var (
-			j        Job
-			failedAt sql.NullInt64
-		)
-		if err := rows.Scan(&j.ID, &j.UUID, &j.Connection, &j.Queue, &j.Payload, &j.Exception, &failedAt); err != nil {
-			return nil, err
+func jobsOf(rows []dialect.FailedRow) []Job {
+	jobs := make([]Job, len(rows))
+	for i, r := range rows {
+		jobs[i] = Job{ID: r.ID, UUID: r.UUID, Connection: r.Connection, Queue: r.Queue, Payload: r.Payload, Exception: r.Exception}
+		if r.FailedAt != nil {
+			jobs[i].FailedAt = time.Unix(*r.FailedAt, 0).UTC()
 		}
-		if failedAt.Valid {
-			j.FailedAt = time.Unix(failedAt.Int64, 0)
-		}
-		jobs = append(jobs, j)
 	}
-	return jobs, rows.Err()
+	return jobs
 }

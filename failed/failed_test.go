@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -51,13 +51,13 @@ func insertFailed(t *testing.T, db *dbtest.DB, uuid, connection, queue, payload 
 // computed by sqlExpr on the database (with ? for arg).
 func setFailedAt(t *testing.T, db *dbtest.DB, uuid, sqlExpr string, arg int64) {
 	t.Helper()
-	db.Exec(t, "UPDATE failed_jobs SET failed_at = "+db.Dialect.Timestamp(sqlExpr)+" WHERE uuid = ?", arg, uuid)
+	db.Exec(t, "UPDATE failed_jobs SET failed_at = "+db.Timestamp(sqlExpr)+" WHERE uuid = ?", arg, uuid)
 }
 
 func dbNow(t *testing.T, db *dbtest.DB) int64 {
 	t.Helper()
 	var now int64
-	if err := db.SQL.QueryRow("SELECT " + db.Dialect.Now()).Scan(&now); err != nil {
+	if err := db.SQL.QueryRow("SELECT " + db.Now()).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
 	return now
@@ -83,7 +83,7 @@ func list(t *testing.T, s *failed.Store, f failed.Filter) []string {
 func TestListFindAndName(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t, dbqueue.WithConnectionName("jobs-db"))
-		s := failed.New(q)
+		s := newStore(t, q)
 		var u []string // uuids in failure order
 		for i, queue := range []string{"a", "b", "a", "b", "a"} {
 			j := failJob(t, q, dbqueue.NewJob{Name: fmt.Sprintf("job-%d", i), Queue: queue})
@@ -180,7 +180,7 @@ func TestNameToleratesMalformedPayloads(t *testing.T) {
 func TestRetry(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 
 		// A job that failed on its second attempt comes back on attempt 1.
 		if _, err := q.Push(ctx, dbqueue.NewJob{Name: "flaky", MaxTries: 2}); err != nil {
@@ -208,7 +208,7 @@ func TestRetry(t *testing.T) {
 		if _, err := s.Find(ctx, second.Payload.UUID); !errors.Is(err, failed.ErrNotFound) {
 			t.Fatalf("retried job still in failed_jobs: %v", err)
 		}
-		if got := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE attempts = 0 AND reserved_at IS NULL AND available_at <= "+db.Dialect.Now()+" AND created_at <= "+db.Dialect.Now()+" AND created_at > "+db.Dialect.Now()+" - 5"); got != 1 {
+		if got := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE attempts = 0 AND reserved_at IS NULL AND available_at <= "+db.Now()+" AND created_at <= "+db.Now()+" AND created_at > "+db.Now()+" - 5"); got != 1 {
 			t.Fatalf("%d fresh ready rows in jobs, want 1", got)
 		}
 		again := reserveOne(t, q, "default")
@@ -256,7 +256,7 @@ func reserveOne(t *testing.T, q *dbqueue.Queue, queue string) *dbqueue.Job {
 func TestRetryQueueAndAll(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		failJob(t, q, dbqueue.NewJob{Name: "a1", Queue: "a"})
 		failJob(t, q, dbqueue.NewJob{Name: "b1", Queue: "b"})
 		failJob(t, q, dbqueue.NewJob{Name: "a2", Queue: "a"})
@@ -302,7 +302,7 @@ func TestRetryQueueAndAll(t *testing.T) {
 func TestRetryIsAllOrNothing(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		a := failJob(t, q, dbqueue.NewJob{Name: "a"}).Payload.UUID
 		b := failJob(t, q, dbqueue.NewJob{Name: "b"}).Payload.UUID
 		insertFailed(t, db, "redis-1", "redis", "default", `{"uuid":"redis-1","job":"X@handle","data":null}`)
@@ -333,7 +333,7 @@ func TestRetryIsAllOrNothing(t *testing.T) {
 func TestRetryResetsPayloadAttemptsOnly(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		laravel, err := os.ReadFile("../testdata/laravel/string_job.json")
 		if err != nil {
 			t.Fatal(err)
@@ -392,7 +392,7 @@ func TestRetryConcurrently(t *testing.T) {
 		)
 		errs := make(chan error, 2*retriers)
 		for i := range retriers {
-			s := failed.New(db.Queue(t))
+			s := newStore(t, db.Queue(t))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -438,7 +438,7 @@ func TestRetryMany(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		const total, first = 1201, 600
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		var (
 			all  []string
 			args []any
@@ -475,7 +475,7 @@ func TestRetryMany(t *testing.T) {
 func TestForget(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		gone := failJob(t, q, dbqueue.NewJob{Name: "gone"}).Payload.UUID
 		kept := failJob(t, q, dbqueue.NewJob{Name: "kept"}).Payload.UUID
 		if ok, err := s.Forget(ctx, gone); !ok || err != nil {
@@ -496,12 +496,12 @@ func TestForget(t *testing.T) {
 func TestFlush(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		old := failJob(t, q, dbqueue.NewJob{Name: "old"}).Payload.UUID
 		mid := failJob(t, q, dbqueue.NewJob{Name: "mid"}).Payload.UUID
 		fresh := failJob(t, q, dbqueue.NewJob{Name: "fresh"}).Payload.UUID
-		setFailedAt(t, db, old, db.Dialect.Now()+" - ?", 7200)
-		setFailedAt(t, db, mid, db.Dialect.Now()+" - ?", 2700)
+		setFailedAt(t, db, old, db.Now()+" - ?", 7200)
+		setFailedAt(t, db, mid, db.Now()+" - ?", 2700)
 
 		j, err := s.Find(ctx, old)
 		if err != nil {
@@ -535,7 +535,7 @@ func TestFlush(t *testing.T) {
 func TestPrune(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		s := failed.New(q)
+		s := newStore(t, q)
 		now := dbNow(t, db)
 		old := failJob(t, q, dbqueue.NewJob{Name: "old"}).Payload.UUID
 		edge := failJob(t, q, dbqueue.NewJob{Name: "edge"}).Payload.UUID
@@ -563,7 +563,7 @@ func TestPrune(t *testing.T) {
 
 func TestMissingTableSaysMigrate(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
-		s := failed.New(db.Queue(t))
+		s := newStore(t, db.Queue(t))
 		db.Exec(t, "DROP TABLE failed_jobs")
 		_, err := s.List(ctx, failed.Filter{})
 		if !errors.Is(err, sqldb.ErrNoTables) || !strings.Contains(err.Error(), "migrate") {
@@ -573,4 +573,19 @@ func TestMissingTableSaysMigrate(t *testing.T) {
 			t.Fatalf("retry without the table: %v, want ErrNoTables", err)
 		}
 	})
+}
+
+func newStore(t testing.TB, q *dbqueue.Queue) *failed.Store {
+	t.Helper()
+	s, err := failed.New(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewRefusesNilQueue(t *testing.T) {
+	if s, err := failed.New(nil); err == nil || s != nil {
+		t.Fatalf("failed.New(nil) = %v, %v; want an error", s, err)
+	}
 }

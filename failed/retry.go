@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -21,11 +20,7 @@ import (
 const retryChunk = 500
 
 // retryRow is what a retry reads of a failed job.
-type retryRow struct {
-	id                      int64
-	uuid, connection, queue string
-	payload                 []byte
-}
+type retryRow = dialect.FailedRow
 
 // Retry puts the failed jobs with these uuids back on their queues, as new
 // jobs with no attempts made, due now by the database's clock, and deletes
@@ -42,14 +37,10 @@ func (s *Store) Retry(ctx context.Context, uuids ...string) (int, error) {
 	}
 	var n int
 	err := sqldb.Retry(ctx, func() error {
-		return sqldb.InTx(ctx, s.db, s.txOptions(), func(tx sqldb.Tx) error {
+		return sqldb.InTx(ctx, s.db, s.sql.FailedTxOptions(), func(tx sqldb.Tx) error {
 			var rows []retryRow
 			for chunk := range slices.Chunk(uuids, retryChunk) {
-				args := make([]any, len(chunk))
-				for i, u := range chunk {
-					args[i] = u
-				}
-				got, err := s.lockRows(ctx, tx, "uuid IN ("+sqldb.List(len(chunk))+")", "", args...)
+				got, err := s.sql.LockFailed(ctx, tx, dialect.FailedFilter{UUIDs: chunk})
 				if err != nil {
 					return err
 				}
@@ -58,7 +49,7 @@ func (s *Store) Retry(ctx context.Context, uuids ...string) (int, error) {
 			if err := s.checkRetry(uuids, rows); err != nil {
 				return err
 			}
-			slices.SortFunc(rows, func(a, b retryRow) int { return cmp.Compare(a.id, b.id) })
+			slices.SortFunc(rows, func(a, b retryRow) int { return cmp.Compare(a.ID, b.ID) })
 			var err error
 			n, err = s.move(ctx, tx, rows)
 			return err
@@ -79,9 +70,9 @@ func (s *Store) checkRetry(uuids []string, rows []retryRow) error {
 	found := make(map[string]bool, len(rows))
 	var other []string
 	for _, r := range rows {
-		found[r.uuid] = true
-		if r.connection != s.connection {
-			other = append(other, fmt.Sprintf("%s (%s)", r.uuid, r.connection))
+		found[r.UUID] = true
+		if r.Connection != s.connection {
+			other = append(other, fmt.Sprintf("%s (%s)", r.UUID, r.Connection))
 		}
 	}
 	var missing []string
@@ -116,7 +107,7 @@ func (s *Store) RetryQueue(ctx context.Context, queue string) (int, error) {
 	if queue == "" {
 		queue = s.queue
 	}
-	return s.retryAll(ctx, "queue = ?", queue)
+	return s.retryAll(ctx, queue)
 }
 
 // RetryAll retries every failed job that this queue connection failed,
@@ -130,26 +121,24 @@ func (s *Store) RetryAll(ctx context.Context) (int, error) {
 	return s.retryAll(ctx, "")
 }
 
-func (s *Store) retryAll(ctx context.Context, where string, args ...any) (int, error) {
+func (s *Store) retryAll(ctx context.Context, queue string) (int, error) {
 	// Stop at the newest failure when we started, or a job that keeps
 	// failing would be retried forever.
-	var last sql.NullInt64
-	if err := s.db.QueryRow(ctx, "SELECT MAX(id) FROM failed_jobs").Scan(&last); err != nil {
+	last, err := s.sql.MaxFailedID(ctx, s.db)
+	if err != nil {
 		return 0, sqldb.Wrap("retry failed jobs", err)
 	}
-	if !last.Valid {
+	if last == 0 {
 		return 0, nil // none failed
-	}
-	cond := "connection = ? AND id > ? AND id <= ?"
-	if where != "" {
-		cond += " AND " + where
 	}
 	var total int
 	for after := int64(0); ; {
 		var rows []retryRow
 		err := sqldb.Retry(ctx, func() error {
-			return sqldb.InTx(ctx, s.db, s.txOptions(), func(tx sqldb.Tx) (err error) {
-				rows, err = s.lockRows(ctx, tx, cond, " LIMIT "+strconv.Itoa(retryChunk), append([]any{s.connection, after, last.Int64}, args...)...)
+			return sqldb.InTx(ctx, s.db, s.sql.FailedTxOptions(), func(tx sqldb.Tx) (err error) {
+				rows, err = s.sql.LockFailed(ctx, tx, dialect.FailedFilter{
+					Connection: s.connection, Queue: queue, AfterID: after, UpToID: last, Limit: retryChunk,
+				})
 				if err != nil {
 					return err
 				}
@@ -164,69 +153,25 @@ func (s *Store) retryAll(ctx context.Context, where string, args ...any) (int, e
 		if len(rows) < retryChunk {
 			return total, nil
 		}
-		after = rows[len(rows)-1].id
+		after = rows[len(rows)-1].ID
 	}
 }
 
-// txOptions asks MySQL for READ COMMITTED, so the locking reads lock only
-// the rows they return, not the gaps and rows of other queues they pass.
-func (s *Store) txOptions() sqldb.TxOptions {
-	return sqldb.TxOptions{ReadCommitted: s.dialect == sqldb.MySQL}
-}
-
-// lockRows selects failed jobs in id order and locks them until the
-// transaction ends, so two retries never move the same job. SQLite has no
-// row locks: its write transaction already holds the whole database.
-func (s *Store) lockRows(ctx context.Context, tx sqldb.Tx, where, limit string, args ...any) ([]retryRow, error) {
-	query := "SELECT id, uuid, connection, queue, payload FROM failed_jobs WHERE " + where + " ORDER BY id" + limit
-	if s.dialect != sqldb.SQLite {
-		query += " FOR UPDATE"
-	}
-	rs, err := tx.Query(ctx, s.dialect.Rebind(query), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var rows []retryRow
-	for rs.Next() {
-		var r retryRow
-		if err := rs.Scan(&r.id, &r.uuid, &r.connection, &r.queue, &r.payload); err != nil {
-			return nil, err
-		}
-		rows = append(rows, r)
-	}
-	return rows, rs.Err()
-}
-
-// move inserts locked failed jobs into jobs and deletes them from
-// failed_jobs, inside the caller's transaction.
+// move inserts locked failed jobs into jobs, due now, with their attempts
+// reset as Laravel's queue:retry does, and deletes them from failed_jobs,
+// inside the caller's transaction. PostgreSQL listeners are woken by the
+// same statement; this process's own, on other databases, when it returns.
 func (s *Store) move(ctx context.Context, tx sqldb.Tx, rows []retryRow) (int, error) {
-	now := s.dialect.Now()
-	for chunk := range slices.Chunk(rows, retryChunk) {
-		values := strings.TrimSuffix(strings.Repeat("(?, ?, 0, NULL, "+now+", "+now+"),", len(chunk)), ",")
-		args := make([]any, 0, 2*len(chunk))
-		ids := make([]any, len(chunk))
-		for i, r := range chunk {
-			queue := r.queue
-			if queue == "" {
-				queue = s.queue // as Laravel's pushRaw does with an empty queue
-			}
-			args = append(args, queue, string(resetAttempts(r.payload)))
-			ids[i] = r.id
+	moved := make([]dialect.FailedRow, len(rows))
+	for i, r := range rows {
+		if r.Queue == "" {
+			r.Queue = s.queue // as Laravel's pushRaw does with an empty queue
 		}
-		insert := "INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES " + values
-		if _, err := tx.Exec(ctx, s.dialect.Rebind(insert), args...); err != nil {
-			return 0, err
-		}
-		res, err := tx.Exec(ctx, s.dialect.Rebind("DELETE FROM failed_jobs WHERE id IN ("+sqldb.List(len(ids))+")"), ids...)
-		if err != nil {
-			return 0, err
-		}
-		if res.RowsAffected != int64(len(chunk)) {
-			// Only a transaction that did not hold its rows gets here; roll
-			// back rather than leave a job in both tables.
-			return 0, fmt.Errorf("failed_jobs changed during the retry: deleted %d of %d rows; nothing was retried", res.RowsAffected, len(chunk))
-		}
+		r.Payload = resetAttempts(r.Payload)
+		moved[i] = r
+	}
+	if err := s.sql.RetryFromFailed(ctx, tx, moved); err != nil {
+		return 0, err
 	}
 	return len(rows), nil
 }

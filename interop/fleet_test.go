@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
 	"github.com/dbqueue/dbqueue/worker"
 )
@@ -166,7 +166,7 @@ func TestMixedFleet(t *testing.T) {
 		}
 
 		// One failed_jobs, seen alike by both sides.
-		store := failed.New(q)
+		store := newStore(t, q)
 		list, err := store.List(ctx, failed.Filter{Limit: failed.MaxLimit})
 		if err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // Go pushes string jobs naming a PHP class and method; Laravel's own worker

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
+	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/migrations"
 	"github.com/dbqueue/dbqueue/worker"
 )
@@ -74,7 +75,7 @@ func TestDbqueueOnLaravelTables(t *testing.T) {
 		}
 		laravelJob, goJob := held[0], held[1]
 		// Give Laravel's job back untouched; release Go's in place.
-		if err := q.Unreserve(ctx, laravelJob); err != nil {
+		if err := unreserve(ctx, q, laravelJob); err != nil {
 			t.Fatal(err)
 		}
 		if err := q.Release(ctx, goJob, 0); err != nil {
@@ -89,14 +90,14 @@ func TestDbqueueOnLaravelTables(t *testing.T) {
 		if err != nil || len(both) != 2 || both[0].ID != laravelJob.ID || both[0].Attempts != 1 || both[1].ID != id || both[1].Attempts != 2 {
 			t.Fatalf("second Reserve = %v, %v; want Laravel's job %d at attempt 1, then job %d at attempt 2", jobNames(both), err, laravelJob.ID, id)
 		}
-		if err := q.Unreserve(ctx, both[0]); err != nil {
+		if err := unreserve(ctx, q, both[0]); err != nil {
 			t.Fatal(err)
 		}
 		if err := q.Fail(ctx, both[1], errors.New("interop: boom")); err != nil {
 			t.Fatal(err)
 		}
 
-		store := failed.New(q)
+		store := newStore(t, q)
 		list, err := store.List(ctx, failed.Filter{})
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +191,7 @@ func TestLaravelOnDbqueueTables(t *testing.T) {
 		}
 
 		q := s.Queue(t)
-		store := failed.New(q)
+		store := newStore(t, q)
 		job, err := store.Find(ctx, bad.UUID)
 		if err != nil {
 			t.Fatal(err)
@@ -217,4 +218,21 @@ func TestLaravelOnDbqueueTables(t *testing.T) {
 			t.Errorf("jobs has %d rows, want only the delayed one", n)
 		}
 	})
+}
+
+func newStore(t testing.TB, q *dbqueue.Queue) *failed.Store {
+	t.Helper()
+	s, err := failed.New(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// unreserve gives a held job back as a worker does with one it never
+// started (the worker side of dbqueue, reached through internal/core).
+func unreserve(ctx context.Context, q *dbqueue.Queue, job *dbqueue.Job) error {
+	return core.Of(q).Ext.(interface {
+		Unreserve(context.Context, *dbqueue.Job) error
+	}).Unreserve(ctx, job)
 }

@@ -16,12 +16,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -187,13 +185,6 @@ func UpDSN(ctx context.Context, dsn string) error {
 	return Up(ctx, db, parsed.Dialect)
 }
 
-// UpPgx is Up for applications that hold a pgx pool.
-func UpPgx(ctx context.Context, pool *pgxpool.Pool) error {
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	return Up(ctx, db, dbqueue.Postgres)
-}
-
 // sqliteLockTable holds the row a SQLite migrator owns while it migrates.
 const sqliteLockTable = VersionTable + "_lock"
 
@@ -247,7 +238,7 @@ func (l *sqliteLocker) Lock(ctx context.Context, db *sql.DB) error {
 				}
 			}
 		}
-		if err != nil && !sqldb.Retryable(err) {
+		if err != nil && !sqldb.IsRetryable(err) {
 			return fmt.Errorf("take the migration lock: %w", err)
 		}
 		if time.Now().After(deadline) {
@@ -293,7 +284,7 @@ func (l *sqliteLocker) Unlock(ctx context.Context, db *sql.DB) error {
 	free := "DELETE FROM " + sqliteLockTable + " WHERE id = ? AND locked_by = ?"
 	var err error
 	for range 100 {
-		if _, err = db.ExecContext(ctx, free, lockID, l.owner); err == nil || !sqldb.Retryable(err) {
+		if _, err = db.ExecContext(ctx, free, lockID, l.owner); err == nil || !sqldb.IsRetryable(err) {
 			break
 		}
 		time.Sleep(l.poll)

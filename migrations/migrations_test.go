@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/driver/dbqpgx"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/migrations"
 )
@@ -284,7 +285,7 @@ func TestUpPgx(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if err := migrations.UpPgx(ctx, pool); err != nil {
+	if err := upPgx(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	wantTables(t, db, true, "jobs", "failed_jobs", migrations.VersionTable)
@@ -300,17 +301,24 @@ func TestUpPgx(t *testing.T) {
 	if n := pool.Stat().AcquiredConns(); n != 0 {
 		t.Fatalf("UpPgx kept %d connections of the pool", n)
 	}
-	q, err := dbqueue.NewPgx(ctx, pool)
+	q, err := dbqueue.New(ctx, dbqpgx.New(pool))
 	if err != nil {
 		t.Fatalf("queue on the migrated pool: %v", err)
 	}
 	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "after-up"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.UpPgx(ctx, pool); err != nil {
+	if err := upPgx(ctx, pool); err != nil {
 		t.Fatalf("second UpPgx: %v", err)
 	}
 	if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
 		t.Fatalf("second UpPgx touched the jobs: %d rows", n)
 	}
+}
+
+// upPgx migrates through a pgx pool as the README shows.
+func upPgx(ctx context.Context, pool *pgxpool.Pool) error {
+	db := dbqpgx.OpenDB(pool)
+	defer db.Close()
+	return migrations.Up(ctx, db, dbqueue.Postgres)
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // Completion batching: successful jobs are deleted together, each still
@@ -71,7 +71,7 @@ func (c *completer) flush(batch []*dbqueue.Job) {
 	wait := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		lost, err := c.w.q.DeleteMany(ctx, batch)
+		lost, err := c.w.ext.DeleteMany(ctx, batch)
 		cancel()
 		if err == nil {
 			for _, j := range lost {

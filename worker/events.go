@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // Events are hooks called as jobs move through the worker, named after

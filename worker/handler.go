@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // HandlerFunc runs one job. Returning nil deletes the job; an error retries

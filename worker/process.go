@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // The errors a worker records in failed_jobs for its own reasons.
@@ -164,7 +164,7 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 	delay := r.backoff(job)
 	var err error
 	if p.MaxExceptions != nil {
-		payload, perr := dbqueue.WithKey(job.RawPayload, "exceptions", exceptions)
+		payload, perr := r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
 		if perr != nil {
 			err = perr
 		} else {

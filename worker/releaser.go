@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // Release batching: jobs put back with a delay (after an error, a timeout,
@@ -99,7 +99,7 @@ func (rl *releaser) flush(batch []releaseReq) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	lost, err := rl.q.ReleaseMany(ctx, rs)
+	lost, err := extOf(rl.q).ReleaseMany(ctx, rs)
 	if rl.flushed != nil {
 		rl.flushed(len(rs))
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/worker"
 )
@@ -76,7 +76,7 @@ func TestRestartSignal(t *testing.T) {
 			for ran.Load() < 3 {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if err := worker.Restart(bg, q); err != nil {
+			if err := q.Restart(bg); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -95,10 +95,10 @@ func TestRestartSignal(t *testing.T) {
 func TestPauseAndResume(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
-		if err := worker.Pause(bg, q, "default"); err != nil {
+		if err := q.Pause(bg, "default"); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := worker.Paused(bg, q, "default"); err != nil || !p {
+		if p, err := q.Paused(bg, "default"); err != nil || !p {
 			t.Fatalf("Paused: %v %v", p, err)
 		}
 		pushN(t, q, 2, dbqueue.NewJob{Name: "n"})
@@ -111,7 +111,7 @@ func TestPauseAndResume(t *testing.T) {
 		if ran.Load() != 1 {
 			t.Fatalf("ran %d jobs while default was paused; want only the other queue's 1", ran.Load())
 		}
-		if err := worker.Resume(bg, q, "default"); err != nil {
+		if err := q.Resume(bg, "default"); err != nil {
 			t.Fatal(err)
 		}
 		w, _ = newWorker(t, q, worker.Options{StopWhenEmpty: true})

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -21,7 +21,7 @@ var ErrWedged = errors.New("worker: every goroutine is stuck in a handler that i
 // Worker runs jobs from one queue connection. Register handlers, then Run.
 type Worker struct {
 	q    *dbqueue.Queue
-	h    sqldb.Handle
+	ext  queueExt
 	opts Options
 	log  *slog.Logger
 
@@ -35,16 +35,15 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 	if q == nil {
 		return nil, errors.New("worker: nil queue")
 	}
-	h := sqldb.HandleOf(q)
 	opts = opts.withDefaults()
 	if err := opts.validate(q.RetryAfter()); err != nil {
 		return nil, err
 	}
 	if len(opts.Queues) == 0 {
-		opts.Queues = []string{h.Queue}
+		opts.Queues = []string{q.DefaultQueue()}
 	}
 	return &Worker{
-		q: q, h: h, opts: opts,
+		q: q, ext: extOf(q), opts: opts,
 		log:      opts.Logger.With("worker", opts.Name),
 		handlers: map[string]*handler{},
 	}, nil
@@ -122,7 +121,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	}
 	r.restartAt.Store(sig.restart)
 
-	wake, unsubscribe := w.q.Wakeups(w.opts.Queues...)
+	wake, unsubscribe := w.ext.Wakeups(w.opts.Queues...)
 	defer unsubscribe()
 	r.wake = wake
 	r.done = newCompleter(w)
@@ -178,7 +177,7 @@ const abandonAfter = 2 * time.Second
 // tables are found.
 func (r *run) firstSignals(ctx context.Context) (signals, error) {
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 30*time.Second) {
-		sig, err := readSignals(ctx, r.w.h, r.w.opts.Queues)
+		sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues)
 		if err == nil {
 			r.paused.Store(&sig.paused)
 			return sig, nil
@@ -204,7 +203,7 @@ func (r *run) watch(ctx context.Context, restartAt int64) {
 			return
 		case <-t.C:
 		}
-		if sig, err := readSignals(ctx, r.w.h, r.w.opts.Queues); err == nil {
+		if sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues); err == nil {
 			if sig.restart != restartAt {
 				r.restartAt.Store(-1) // changed: stop
 			}
@@ -466,7 +465,7 @@ func (r *run) runner() {
 // giveBack returns a job without counting its attempt.
 func (r *run) giveBack(job *dbqueue.Job, why string) {
 	ctx := context.WithoutCancel(r.jobCtx)
-	err := r.persist(ctx, job, func() error { return r.w.q.Unreserve(ctx, job) })
+	err := r.persist(ctx, job, func() error { return r.w.ext.Unreserve(ctx, job) })
 	r.logJob(job, 0, "given back", err, "why", why)
 	if fn := r.w.opts.Events.JobReleased; fn != nil && err == nil {
 		fn(ctx, job, 0)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/worker"
 )
@@ -167,7 +167,7 @@ func TestBackoffAndPayloadOverrides(t *testing.T) {
 			t.Fatalf("sizes %+v: want the job delayed by its backoff", s)
 		}
 		var wait int64
-		if err := db.SQL.QueryRow("SELECT available_at - " + db.Dialect.Now() + " FROM jobs").Scan(&wait); err != nil {
+		if err := db.SQL.QueryRow("SELECT available_at - " + db.Now() + " FROM jobs").Scan(&wait); err != nil {
 			t.Fatal(err)
 		}
 		if wait < 3500 || wait > 3600 {

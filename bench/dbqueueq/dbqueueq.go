@@ -31,8 +31,11 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for migrations and admin statements
 
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/bench"
-	"github.com/dbqueue/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // the benchmarks open all three
+	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
 	"github.com/dbqueue/dbqueue/migrations"
 	"github.com/dbqueue/dbqueue/worker"
 )

@@ -20,11 +20,10 @@ import (
 	"strings"
 	"syscall"
 
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
-
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // migrate serves all three
+	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
 	"github.com/dbqueue/dbqueue/migrations"
 )
 

@@ -24,7 +24,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // -dsn may name any of the three
+	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
 	"github.com/dbqueue/dbqueue/failed"
 	"github.com/dbqueue/dbqueue/migrations"
 	"github.com/dbqueue/dbqueue/worker"
@@ -77,7 +80,10 @@ func run(ctx context.Context, dsn string, total, concurrency int, out io.Writer)
 		return err
 	}
 	defer q.Close()
-	store := failed.New(q)
+	store, err := failed.New(q)
+	if err != nil {
+		return err
+	}
 	if _, err := q.Clear(ctx, queueName); err != nil { // leftovers of an interrupted run
 		return err
 	}

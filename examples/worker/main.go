@@ -15,7 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // -dsn may name any of the three
+	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
 	"github.com/dbqueue/dbqueue/migrations"
 	"github.com/dbqueue/dbqueue/worker"
 )

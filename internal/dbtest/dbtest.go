@@ -34,7 +34,11 @@ import (
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // every test runs on all three
+	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
+	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/migrations"
 )
 
@@ -136,6 +140,29 @@ func (db *DB) Queue(t testing.TB, opts ...dbqueue.Option) *dbqueue.Queue {
 	}
 	t.Cleanup(func() { q.Close() })
 	return q
+}
+
+// Now is the SQL expression for the database clock in Unix seconds.
+func (db *DB) Now() string { return db.sql().Now() }
+
+// Timestamp turns a Unix-seconds SQL expression into a value comparable
+// with a timestamp column (failed_at).
+func (db *DB) Timestamp(expr string) string {
+	switch db.Dialect {
+	case dbqueue.Postgres:
+		return "to_timestamp(" + expr + ")"
+	case dbqueue.MySQL:
+		return "FROM_UNIXTIME(" + expr + ")"
+	}
+	return "datetime(" + expr + ",'unixepoch')"
+}
+
+func (db *DB) sql() dialect.Dialect {
+	d, err := dialect.For(string(db.Dialect), dialect.DefaultTables, false, 1)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 // Count runs a COUNT(*) query (with '?' placeholders) and returns the count.

@@ -1,8 +1,10 @@
-// Package sqldb is the database seam shared by dbqueue's packages: one small
-// executor interface with adapters for pgx and database/sql, the dialect
-// names, placeholder rebinding, error classification and the retry policy
-// for deadlocks and lock contention.
+// Package sqldb is the connection seam shared by dbqueue's packages: one
+// small executor interface that the driver packages (driver/dbqpgx,
+// driver/dbqmysql, driver/dbqsqlite) adapt their clients to, placeholder
+// rebinding, error classification and the retry policy for deadlocks and
+// lock contention. It imports no database driver: the drivers register
+// what they know of their own errors and DSNs.
 //
-// It is internal so that the public packages can share a connection and its
-// SQL conventions without widening their own APIs.
+// It is internal so that the public packages can share a connection
+// without widening their own APIs.
 package sqldb

@@ -4,62 +4,90 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
+	"sync"
 )
 
 // ErrNoTables is wrapped by errors that come from dbqueue's tables missing.
-var ErrNoTables = errors.New("dbqueue: the jobs and failed_jobs tables are missing or older than this dbqueue: run `go run ./cmd/migrate up -dsn <your DSN>` or call migrations.Up")
+var ErrNoTables = errors.New("dbqueue: the jobs and failed_jobs tables are missing or older than this dbqueue: run `go run github.com/dbqueue/dbqueue/cmd/migrate@latest up -dsn <your DSN>` (or `migrate up` if installed), or call migrations.Up")
 
-// MissingTable reports whether err says a table, or a column a migration
-// adds, does not exist: either way the cure is to migrate.
-func MissingTable(err error) bool {
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) {
-		return pg.Code == "42P01" || pg.Code == "42703" // undefined_table, undefined_column
-	}
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		return my.Number == 1146 || my.Number == 1054 // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
+// Class is what an error means to dbqueue.
+type Class int
+
+// The classes of errors.
+const (
+	// Other errors reach the caller.
+	Other Class = iota
+	// Retryable errors are transient conflicts the same work can be
+	// retried after: deadlocks, serialization failures, lock waits that
+	// timed out, SQLite's busy and locked states.
+	Retryable
+	// Missing errors say a table or column is missing: the cure is to
+	// migrate.
+	Missing
+)
+
+var classifiers struct {
+	sync.RWMutex
+	list []func(error) Class
 }
 
-// Retryable reports whether err is a transient conflict that the same work
-// can be retried after: deadlocks, serialization failures, lock waits that
-// timed out, and SQLite's busy and locked states.
-func Retryable(err error) bool {
+// RegisterClassifier adds a driver's reading of its own errors: it returns
+// Other for errors it does not know. The driver packages call it from init,
+// as database/sql drivers register themselves.
+func RegisterClassifier(fn func(error) Class) {
+	classifiers.Lock()
+	defer classifiers.Unlock()
+	classifiers.list = append(classifiers.list, fn)
+}
+
+// Classify tells what err means, asking the registered drivers, then the
+// interfaces that need no driver: PostgreSQL's SQLSTATE (pgconn.PgError
+// has SQLState()) and SQLite's result codes (Code() int).
+func Classify(err error) Class {
 	if err == nil {
-		return false
+		return Other
 	}
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) {
-		switch pg.Code {
+	classifiers.RLock()
+	list := classifiers.list
+	classifiers.RUnlock()
+	for _, fn := range list {
+		if c := fn(err); c != Other {
+			return c
+		}
+	}
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) {
+		switch state.SQLState() {
 		case "40001", "40P01", "55P03": // serialization_failure, deadlock_detected, lock_not_available
-			return true
+			return Retryable
+		case "42P01", "42703": // undefined_table, undefined_column
+			return Missing
 		}
-		return false
-	}
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		switch my.Number {
-		case 1213, 1205: // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
-			return true
-		}
-		return false
+		return Other
 	}
 	var coded interface{ Code() int }
 	if errors.As(err, &coded) {
 		switch coded.Code() & 0xff { // SQLite primary result code
 		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-			return true
+			return Retryable
 		}
 	}
 	msg := err.Error()
-	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY")
+	switch {
+	case strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY"):
+		return Retryable
+	case strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column"):
+		return Missing
+	}
+	return Other
 }
+
+// Retryable reports whether err is a transient conflict.
+func IsRetryable(err error) bool { return Classify(err) == Retryable }
+
+// MissingTable reports whether err says a table, or a column a migration
+// adds, does not exist: either way the cure is to migrate.
+func MissingTable(err error) bool { return Classify(err) == Missing }
 
 // Wrap turns a missing-table error into one that says to migrate, and adds
 // context to the rest.

@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"sync"
 )
 
 // Rows is the part of pgx.Rows and *sql.Rows the queue uses.
@@ -61,77 +58,6 @@ type DB interface {
 	Close() error
 }
 
-// ---- pgx ----
-
-type pgxExecer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-type pgxExec struct{ e pgxExecer }
-
-func (p pgxExec) Exec(ctx context.Context, q string, args ...any) (Result, error) {
-	tag, err := p.e.Exec(ctx, q, args...)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{RowsAffected: tag.RowsAffected()}, nil
-}
-
-func (p pgxExec) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	rows, err := p.e.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
-
-func (p pgxExec) QueryRow(ctx context.Context, q string, args ...any) Row {
-	return p.e.QueryRow(ctx, q, args...)
-}
-
-// PgxPool adapts a pgx pool. Close closes the pool only when owned is true.
-func PgxPool(pool *pgxpool.Pool, owned bool) DB {
-	return &pgxPoolDB{pgxExec: pgxExec{pool}, pool: pool, owned: owned}
-}
-
-type pgxPoolDB struct {
-	pgxExec
-	pool  *pgxpool.Pool
-	owned bool
-}
-
-func (p *pgxPoolDB) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	txo := pgx.TxOptions{}
-	if opts.ReadCommitted {
-		txo.IsoLevel = pgx.ReadCommitted
-	}
-	tx, err := p.pool.BeginTx(ctx, txo)
-	if err != nil {
-		return nil, err
-	}
-	return PgxTx(tx), nil
-}
-
-func (p *pgxPoolDB) Close() error {
-	if p.owned {
-		p.pool.Close()
-	}
-	return nil
-}
-
-// PgxTx adapts a caller's pgx transaction.
-func PgxTx(tx pgx.Tx) Tx { return pgxTx{pgxExec: pgxExec{tx}, tx: tx} }
-
-type pgxTx struct {
-	pgxExec
-	tx pgx.Tx
-}
-
-func (t pgxTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t pgxTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
-
 // ---- database/sql ----
 
 type stdExecer interface {
@@ -170,6 +96,13 @@ func (s stdExec) QueryRow(ctx context.Context, q string, args ...any) Row {
 type stdRows struct{ *sql.Rows }
 
 func (r stdRows) Close() { _ = r.Rows.Close() }
+
+// ReadCommittedSQLDB adapts an owned database/sql pool whose every
+// connection already runs in READ COMMITTED, so a transaction asking for
+// it needs no SET TRANSACTION of its own (MySQL claims).
+func ReadCommittedSQLDB(db *sql.DB) DB {
+	return &stdDB{stdExec: stdExec{db}, db: db, owned: true, sessionRC: true}
+}
 
 // SQLDB adapts a database/sql pool. Close closes it only when owned is true.
 func SQLDB(db *sql.DB, owned bool) DB {
@@ -236,12 +169,68 @@ func InTx(ctx context.Context, db DB, opts TxOptions, fn func(tx Tx) error) erro
 	return tx.Commit(ctx)
 }
 
-// PgxPoolOf returns the pgx pool behind db, if it is one: PostgreSQL
-// features that need a connection of their own (LISTEN) use it.
-func PgxPoolOf(db DB) (*pgxpool.Pool, bool) {
-	p, ok := db.(*pgxPoolDB)
-	if !ok {
-		return nil, false
+// Conn is what a driver package hands dbqueue: a connection and the
+// dialect it speaks ("postgres", "mysql" or "sqlite").
+type Conn struct {
+	DB      DB
+	Dialect string
+}
+
+// Opener opens the DSNs of one driver package, which registers it from
+// init so that dbqueue.Open and the migrations accept its DSNs.
+type Opener struct {
+	Dialect string
+	// Import is the driver package's import path, for errors that say what
+	// to import.
+	Import string
+	// Match reports whether dsn is one of this driver's.
+	Match func(dsn string) bool
+	// Parse returns the database/sql driver name and DSN for dsn.
+	Parse func(dsn string) (driverName, conn string, err error)
+	// Open connects to dsn with a pool that Close closes.
+	Open func(ctx context.Context, dsn string) (DB, error)
+}
+
+var openers struct {
+	sync.RWMutex
+	list []Opener
+}
+
+// RegisterOpener makes a driver's DSNs known.
+func RegisterOpener(o Opener) {
+	openers.Lock()
+	defer openers.Unlock()
+	openers.list = append(openers.list, o)
+}
+
+// OpenerFor finds the registered driver for dsn.
+func OpenerFor(dsn string) (Opener, bool) {
+	openers.RLock()
+	defer openers.RUnlock()
+	for _, o := range openers.list {
+		if o.Match(dsn) {
+			return o, true
+		}
 	}
-	return p.pool, true
+	return Opener{}, false
+}
+
+// Copier is a DB whose transactions can COPY (pgx): large pushes use it.
+type Copier interface {
+	DB
+	CanCopy()
+}
+
+// CopyTx is a transaction that can COPY rows into a table.
+type CopyTx interface {
+	Tx
+	CopyFrom(ctx context.Context, schema, table string, columns []string, rows [][]any) error
+}
+
+// Listener is a DB that can hold a connection of its own to LISTEN
+// (PostgreSQL on pgx): Listen blocks, calling fn with each notification's
+// payload (and once with "" when it starts listening), until ctx ends or
+// the connection fails.
+type Listener interface {
+	Listen(ctx context.Context, channel string, fn func(payload string)) error
 }

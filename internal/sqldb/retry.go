@@ -18,7 +18,7 @@ func Retry(ctx context.Context, fn func() error) error {
 	wait := 2 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || !Retryable(err) || time.Now().After(deadline) {
+		if err == nil || !IsRetryable(err) || time.Now().After(deadline) {
 			return err
 		}
 		jitter := time.Duration(rand.Int64N(int64(wait)))

@@ -40,9 +40,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/bench"
 	"github.com/dbqueue/dbqueue/bench/dbqueueq"
-	"github.com/dbqueue/dbqueue/dbqueue"
 )
 
 type config struct {

@@ -1,0 +1,163 @@
+// Package dbqmysql runs dbqueue on MySQL 8 and MariaDB 10.6+ through
+// go-sql-driver/mysql. Importing it registers mysql:// DSNs and the
+// driver's own form (user:pass@tcp(host:3306)/db) with dbqueue.Open and
+// the migrations:
+//
+//	import _ "github.com/dbqueue/dbqueue/driver/dbqmysql"
+//
+// or hand dbqueue the *sql.DB you have (opened with parseTime=true):
+//
+//	q, err := dbqueue.New(ctx, dbqmysql.New(db))
+package dbqmysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+func init() {
+	sqldb.RegisterOpener(sqldb.Opener{
+		Dialect: "mysql",
+		Import:  "github.com/dbqueue/dbqueue/driver/dbqmysql",
+		Match:   Match,
+		Parse: func(dsn string) (string, string, error) {
+			conn, err := Parse(dsn)
+			return "mysql", conn, err
+		},
+		Open: func(ctx context.Context, dsn string) (sqldb.DB, error) {
+			conn, err := Parse(dsn)
+			if err != nil {
+				return nil, err
+			}
+			// The queue's own pool runs every session in READ COMMITTED, the
+			// isolation its claims need, so they skip a SET TRANSACTION each.
+			connector, err := (&mysql.MySQLDriver{}).OpenConnector(conn)
+			if err != nil {
+				return nil, fmt.Errorf("dbqueue: open %s: %w", sqldb.Redact(dsn), err)
+			}
+			return readCommittedSessions(connector), nil
+		},
+	})
+	sqldb.RegisterClassifier(classify)
+}
+
+func classify(err error) sqldb.Class {
+	var my *mysql.MySQLError
+	if !errors.As(err, &my) {
+		return sqldb.Other
+	}
+	switch my.Number {
+	case 1213, 1205: // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+		return sqldb.Retryable
+	case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
+		return sqldb.Missing
+	}
+	return sqldb.Other
+}
+
+// Driver is a database/sql pool on MySQL or MariaDB as a dbqueue.Driver.
+type Driver struct{ conn sqldb.Conn }
+
+// New returns the driver for a *sql.DB the caller owns, opened with
+// go-sql-driver/mysql and parseTime=true: the queue's Close leaves it open.
+func New(db *sql.DB) *Driver {
+	var d sqldb.DB
+	if db != nil {
+		d = sqldb.SQLDB(db, false)
+	}
+	return &Driver{conn: sqldb.Conn{DB: d, Dialect: "mysql"}}
+}
+
+// Conn is for dbqueue's own use.
+func (d *Driver) Conn() sqldb.Conn { return d.conn }
+
+// Match reports whether dsn is a MySQL DSN: mysql://… or the driver's own
+// form, user:pass@tcp(host:3306)/db.
+func Match(dsn string) bool {
+	scheme, rest, hasScheme := strings.Cut(strings.TrimSpace(dsn), ":")
+	if strings.EqualFold(scheme, "mysql") {
+		return true
+	}
+	if hasScheme && strings.HasPrefix(rest, "//") {
+		return false // another URL scheme
+	}
+	_, err := mysql.ParseDSN(dsn)
+	return err == nil && strings.Contains(dsn, "/")
+}
+
+// Parse turns a MySQL DSN into go-sql-driver/mysql's form with
+// parseTime=true (needed for timestamps and by the migration lock) and,
+// unless it sets it itself, interpolateParams=true (one round trip per
+// statement).
+func Parse(dsn string) (string, error) {
+	dsn = strings.TrimSpace(dsn)
+	scheme, _, _ := strings.Cut(dsn, ":")
+	if strings.EqualFold(scheme, "mysql") {
+		cfg, err := mysqlURL(dsn)
+		if err != nil {
+			return "", err
+		}
+		_, query, _ := strings.Cut(dsn, "?")
+		return defaults(cfg, query).FormatDSN(), nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("dbqueue: DSN %q is not postgres://, mysql://, sqlite: nor a go-sql-driver/mysql DSN: %w", sqldb.Redact(dsn), err)
+	}
+	query := ""
+	if i := strings.LastIndex(dsn, "?"); i >= 0 {
+		query = dsn[i+1:]
+	}
+	return defaults(cfg, query).FormatDSN(), nil
+}
+
+func mysqlURL(dsn string) (*mysql.Config, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dbqueue: bad MySQL DSN %s: %w", sqldb.Redact(dsn), sqldb.URLError(err))
+	}
+	cfg := mysql.NewConfig()
+	cfg.Net = "tcp"
+	port := u.Port()
+	if port == "" {
+		port = "3306"
+	}
+	cfg.Addr = net.JoinHostPort(u.Hostname(), port) // brackets an IPv6 host
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("dbqueue: MySQL DSN %q names no database: add it as the path, mysql://user@host:3306/app", sqldb.Redact(dsn))
+	}
+	// Re-parse the query through the driver so its own params are understood.
+	if u.RawQuery != "" {
+		parsed, err := mysql.ParseDSN(cfg.FormatDSN() + "?" + u.RawQuery)
+		if err != nil {
+			return nil, fmt.Errorf("dbqueue: bad MySQL DSN parameters: %w", err)
+		}
+		cfg = parsed
+	}
+	return cfg, nil
+}
+
+// defaults sets parseTime, and interpolateParams unless the DSN's own
+// query (raw, as the user wrote it) sets it: FormatDSN leaves out a false
+// value, so the parsed config cannot tell "false" from "unset".
+func defaults(cfg *mysql.Config, rawQuery string) *mysql.Config {
+	cfg.ParseTime = true
+	if !strings.Contains(rawQuery, "interpolateParams=") {
+		cfg.InterpolateParams = true
+	}
+	return cfg
+}

@@ -1,0 +1,208 @@
+// Package dbqpgx runs dbqueue on PostgreSQL through pgx v5, the pool most
+// Go services on PostgreSQL already have. It is the only driver package
+// that brings LISTEN/NOTIFY wake-ups (workers start a pushed job within
+// milliseconds instead of a poll interval) and COPY for large pushes.
+//
+// Importing it registers postgres:// and postgresql:// DSNs with
+// dbqueue.Open and the migrations:
+//
+//	import _ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+//
+// or hand dbqueue the pool you have:
+//
+//	q, err := dbqueue.New(ctx, dbqpgx.New(pool))
+package dbqpgx
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+func init() {
+	sqldb.RegisterOpener(sqldb.Opener{
+		Dialect: "postgres",
+		Import:  "github.com/dbqueue/dbqueue/driver/dbqpgx",
+		Match: func(dsn string) bool {
+			scheme, _, _ := strings.Cut(dsn, ":")
+			scheme = strings.ToLower(scheme)
+			return scheme == "postgres" || scheme == "postgresql"
+		},
+		Parse: func(dsn string) (string, string, error) {
+			if _, err := url.Parse(dsn); err != nil {
+				return "", "", fmt.Errorf("dbqueue: bad PostgreSQL DSN %s: %w", sqldb.Redact(dsn), sqldb.URLError(err))
+			}
+			return "pgx", dsn, nil
+		},
+		Open: func(ctx context.Context, dsn string) (sqldb.DB, error) {
+			pool, err := pgxpool.New(ctx, dsn)
+			if err != nil {
+				return nil, fmt.Errorf("dbqueue: open %s: %w", sqldb.Redact(dsn), err)
+			}
+			return &poolDB{pgxExec: pgxExec{pool}, pool: pool, owned: true}, nil
+		},
+	})
+}
+
+// Driver is a pgx pool, or a database/sql pool opened with pgx's stdlib,
+// as a dbqueue.Driver.
+type Driver struct{ conn sqldb.Conn }
+
+// New returns the driver for a pgx pool the caller owns: the queue's Close
+// leaves it open. Only a pool gives LISTEN/NOTIFY wake-ups and COPY.
+func New(pool *pgxpool.Pool) *Driver {
+	var db sqldb.DB
+	if pool != nil {
+		db = &poolDB{pgxExec: pgxExec{pool}, pool: pool}
+	}
+	return &Driver{conn: sqldb.Conn{DB: db, Dialect: "postgres"}}
+}
+
+// NewSQL returns the driver for a database/sql pool opened with pgx's
+// stdlib ("pgx" driver name). Workers on it poll instead of listening.
+func NewSQL(db *sql.DB) *Driver {
+	var d sqldb.DB
+	if db != nil {
+		d = sqldb.SQLDB(db, false)
+	}
+	return &Driver{conn: sqldb.Conn{DB: d, Dialect: "postgres"}}
+}
+
+// Conn is for dbqueue's own use.
+func (d *Driver) Conn() sqldb.Conn { return d.conn }
+
+// PushTx adds jobs to q inside the caller's pgx transaction: they exist
+// only if it commits, and listeners wake when it does. A pgx.Tx is checked
+// at compile time; for a *sql.Tx use q.PushTx.
+func PushTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, jobs ...dbqueue.NewJob) ([]int64, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx: nil pgx.Tx")
+	}
+	if q == nil {
+		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx: nil queue")
+	}
+	if q.Dialect() != dbqueue.Postgres {
+		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx on a %s queue: a pgx transaction is a PostgreSQL one", q.Dialect())
+	}
+	return core.Of(q).Ext.(txPusher).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
+}
+
+// txPusher is what package dbqueue offers the driver packages for a push
+// inside a caller's transaction.
+type txPusher interface {
+	PushIn(ctx context.Context, tx sqldb.Execer, jobs []dbqueue.NewJob) ([]int64, error)
+}
+
+// OpenDB returns a database/sql pool over pool, for the migrations:
+//
+//	db := dbqpgx.OpenDB(pool)
+//	defer db.Close()
+//	err := migrations.Up(ctx, db, dbqueue.Postgres)
+func OpenDB(pool *pgxpool.Pool) *sql.DB { return stdlib.OpenDBFromPool(pool) }
+
+type pgxExecer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type pgxExec struct{ e pgxExecer }
+
+func (p pgxExec) Exec(ctx context.Context, q string, args ...any) (sqldb.Result, error) {
+	tag, err := p.e.Exec(ctx, q, args...)
+	if err != nil {
+		return sqldb.Result{}, err
+	}
+	return sqldb.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func (p pgxExec) Query(ctx context.Context, q string, args ...any) (sqldb.Rows, error) {
+	rows, err := p.e.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (p pgxExec) QueryRow(ctx context.Context, q string, args ...any) sqldb.Row {
+	return p.e.QueryRow(ctx, q, args...)
+}
+
+type poolDB struct {
+	pgxExec
+	pool  *pgxpool.Pool
+	owned bool
+}
+
+func (p *poolDB) Begin(ctx context.Context, opts sqldb.TxOptions) (sqldb.Tx, error) {
+	txo := pgx.TxOptions{}
+	if opts.ReadCommitted {
+		txo.IsoLevel = pgx.ReadCommitted
+	}
+	tx, err := p.pool.BeginTx(ctx, txo)
+	if err != nil {
+		return nil, err
+	}
+	return pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+}
+
+func (p *poolDB) Close() error {
+	if p.owned {
+		p.pool.Close()
+	}
+	return nil
+}
+
+// CanCopy marks the pool's transactions as able to COPY.
+func (p *poolDB) CanCopy() {}
+
+// Listen holds one pool connection with LISTEN until ctx ends or the
+// connection fails. A LISTENing connection must not go back to the pool,
+// so it is taken out of it.
+func (p *poolDB) Listen(ctx context.Context, channel string, fn func(string)) error {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	pc := conn.Hijack()
+	defer pc.Close(context.Background())
+	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	fn("") // jobs may have arrived while nobody listened
+	for {
+		note, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		fn(note.Payload)
+	}
+}
+
+type pgxTx struct {
+	pgxExec
+	tx pgx.Tx
+}
+
+func (t pgxTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgxTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+func (t pgxTx) CopyFrom(ctx context.Context, schema, table string, columns []string, rows [][]any) error {
+	name := pgx.Identifier{table}
+	if schema != "" {
+		name = pgx.Identifier{schema, table}
+	}
+	_, err := t.tx.CopyFrom(ctx, name, columns, pgx.CopyFromRows(rows))
+	return err
+}

@@ -1,0 +1,57 @@
+package dbqueue
+
+import (
+	"context"
+
+	"github.com/dbqueue/dbqueue/internal/dialect"
+)
+
+// StatementsText is the claim SQL a queue of dialect d would run, for
+// explain_test.go to check that the claim SELECTs it EXPLAINs are still the
+// ones in use.
+func StatementsText(d Dialect, mariaDB bool) string {
+	sd, err := dialect.For(string(d), dialect.DefaultTables, mariaDB, 1)
+	if err != nil {
+		panic(err)
+	}
+	return dialect.ClaimText(sd)
+}
+
+// SessionIsolation reports the isolation level of a connection from q's
+// own pool (MySQL: transaction_isolation, or MariaDB's tx_isolation).
+func SessionIsolation(ctx context.Context, q *Queue) (string, error) {
+	var level string
+	err := q.db.QueryRow(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
+	if err != nil {
+		err = q.db.QueryRow(ctx, "SELECT @@SESSION.tx_isolation").Scan(&level)
+	}
+	return level, err
+}
+
+// SetCopyThreshold changes the size from which PushMany uses COPY, so a
+// benchmark can time both paths on the same batch; it returns the undo.
+func SetCopyThreshold(n int) (restore func()) {
+	old := copyThreshold
+	copyThreshold = n
+	return func() { copyThreshold = old }
+}
+
+// The worker-side operations, for this package's tests.
+func Unreserve(ctx context.Context, q *Queue, job *Job) error { return q.unreserve(ctx, job) }
+func DeleteMany(ctx context.Context, q *Queue, jobs []*Job) ([]*Job, error) {
+	return q.deleteMany(ctx, jobs)
+}
+func ReleaseMany(ctx context.Context, q *Queue, rs []Releasing) ([]*Job, error) {
+	return q.releaseMany(ctx, rs)
+}
+func Wakeups(q *Queue, queues ...string) (<-chan struct{}, func()) { return q.wakeups(queues...) }
+func WithKey(raw []byte, key string, value any) ([]byte, error)    { return withKey(raw, key, value) }
+
+// NowSQL is d's SQL for the database clock in Unix seconds.
+func NowSQL(d Dialect) string {
+	sd, err := dialect.For(string(d), dialect.DefaultTables, false, 1)
+	if err != nil {
+		panic(err)
+	}
+	return sd.Now()
+}

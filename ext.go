@@ -1,0 +1,52 @@
+package dbqueue
+
+import (
+	"context"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// ext is the worker side of a Queue: the operations package worker (and
+// the driver packages, and dbqueuetest) needs and an application does not.
+// It reaches them through internal/core, which keeps them off Queue's
+// public API; its methods are exported only so that they can assert an
+// interface of their own.
+type ext struct{ q *Queue }
+
+// DeleteMany deletes jobs that succeeded, in one statement per 1,000, and
+// returns those no longer held.
+func (e ext) DeleteMany(ctx context.Context, jobs []*Job) ([]*Job, error) {
+	return e.q.deleteMany(ctx, jobs)
+}
+
+// ReleaseMany puts held jobs back, in one statement per 1,000, and returns
+// those no longer held.
+func (e ext) ReleaseMany(ctx context.Context, rs []Releasing) ([]*Job, error) {
+	return e.q.releaseMany(ctx, rs)
+}
+
+// Unreserve gives back a held job without counting its attempt.
+func (e ext) Unreserve(ctx context.Context, job *Job) error { return e.q.unreserve(ctx, job) }
+
+// Wakeups subscribes to wake-ups for queues (see notifier).
+func (e ext) Wakeups(queues ...string) (<-chan struct{}, func()) { return e.q.wakeups(queues...) }
+
+// WithKey returns a payload with key set to value, other keys kept.
+func (e ext) WithKey(raw []byte, key string, value any) ([]byte, error) {
+	return withKey(raw, key, value)
+}
+
+// PushIn pushes jobs inside a caller's transaction (dbqpgx.PushTx).
+func (e ext) PushIn(ctx context.Context, tx sqldb.Execer, jobs []NewJob) ([]int64, error) {
+	return e.q.pushIn(ctx, tx, jobs)
+}
+
+// Signals reads the restart signal and which of queues are paused.
+func (e ext) Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error) {
+	return e.q.signals(ctx, queues)
+}
+
+// Payloads lists the payloads of a queue's jobs in id order.
+func (e ext) Payloads(ctx context.Context, queue string) ([][]byte, error) {
+	return e.q.sql.Payloads(ctx, e.q.db, queue)
+}

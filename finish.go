@@ -1,0 +1,145 @@
+package dbqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// ErrNotHeld is returned by Delete, Release and Fail when the caller no
+// longer holds the job's reservation: it was reclaimed after retry_after and
+// is another worker's now, or it was already finished. Nothing was changed.
+var ErrNotHeld = errors.New("dbqueue: job is no longer held by this reservation (reclaimed after retry_after, or already finished)")
+
+// finishChunk bounds the jobs one finishing statement names.
+const finishChunk = 1000
+
+func notHeld(job *Job) error {
+	return fmt.Errorf("job %d (attempt %d): %w", job.ID, job.Attempts, ErrNotHeld)
+}
+
+// Delete removes a job that succeeded.
+func (q *Queue) Delete(ctx context.Context, job *Job) error {
+	lost, err := q.deleteMany(ctx, []*Job{job})
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return notHeld(job)
+	}
+	return nil
+}
+
+// deleteMany removes jobs that succeeded in one statement per 1,000, each
+// checked against its own reservation, and returns those that were no
+// longer held (and so were left alone).
+func (q *Queue) deleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err error) {
+	for chunk := range slices.Chunk(jobs, finishChunk) {
+		held := make([]dialect.Held, len(chunk))
+		for i, j := range chunk {
+			held[i] = j.held()
+		}
+		var deleted map[dialect.Key]bool
+		err := sqldb.Retry(ctx, func() (err error) {
+			deleted, err = q.sql.DeleteHeld(ctx, q.db, held)
+			return err
+		})
+		if err != nil {
+			return lost, sqldb.Wrap("delete", err)
+		}
+		for i, j := range chunk {
+			if !deleted[held[i].Key()] {
+				lost = append(lost, j)
+			}
+		}
+	}
+	return lost, nil
+}
+
+// Release puts a held job back, available again after delay. The row is
+// updated in place and keeps its id and attempts (Laravel deletes and
+// re-inserts it, which loses the job if the process dies in between).
+func (q *Queue) Release(ctx context.Context, job *Job, delay time.Duration) error {
+	return q.releaseOne(ctx, job, delay, nil)
+}
+
+// ReleaseWithPayload is Release that also replaces the payload, for workers
+// that carry state from one attempt to the next (the exception count that
+// maxExceptions needs). The job's Payload and RawPayload are updated.
+func (q *Queue) ReleaseWithPayload(ctx context.Context, job *Job, delay time.Duration, payload []byte) error {
+	if payload == nil {
+		return fmt.Errorf("dbqueue: ReleaseWithPayload job %d: nil payload", job.ID)
+	}
+	return q.releaseOne(ctx, job, delay, payload)
+}
+
+func (q *Queue) releaseOne(ctx context.Context, job *Job, delay time.Duration, payload []byte) error {
+	lost, err := q.releaseMany(ctx, []Releasing{{Job: job, Delay: delay, Payload: payload}})
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return notHeld(job)
+	}
+	return nil
+}
+
+// unreserve gives back a held job that did not run, or was interrupted by
+// its worker stopping, without counting the attempt: it is available again
+// at once, with the attempts it had before it was reserved, and a new
+// reservation token. A worker uses it for prefetched jobs it never started.
+func (q *Queue) unreserve(ctx context.Context, job *Job) error {
+	var held bool
+	err := sqldb.Retry(ctx, func() (err error) {
+		held, err = q.sql.GiveBack(ctx, q.db, job.held())
+		return err
+	})
+	if err != nil {
+		return sqldb.Wrap("unreserve", err)
+	}
+	if !held {
+		return notHeld(job)
+	}
+	return nil
+}
+
+// Fail moves a held job to failed_jobs with cause as its exception text. The
+// row leaves jobs and enters failed_jobs in one transaction: never both,
+// never neither. A uuid already in failed_jobs (the job failed before, was
+// retried and failed again) is replaced by the new failure.
+//
+// A Fail retried after its reply was lost finds its own work done (the row
+// gone, failed_jobs holding it with this very cause) and succeeds, so a
+// worker's failure hooks still run.
+func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
+	text := "failed"
+	if cause != nil {
+		text = cause.Error()
+	}
+	uuid := job.Payload.UUID
+	if uuid == "" {
+		uuid = newUUID() // a malformed row carries none
+	}
+	var held bool
+	err := sqldb.Retry(ctx, func() (err error) {
+		held, err = q.sql.FailMove(ctx, q.db, job.held(), dialect.Failure{
+			UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: job.RawPayload, Exception: text,
+		})
+		return err
+	})
+	if err != nil {
+		return sqldb.Wrap("fail", err)
+	}
+	if !held {
+		if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, uuid, text); cerr == nil && done {
+			return nil
+		}
+		return notHeld(job)
+	}
+	return nil
+}

@@ -1,0 +1,535 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// jobColumns is what every read of a claimed row selects, in scanJob's order.
+const jobColumns = "id, queue, payload, attempts, reserved_at, available_at, created_at, reservation_token"
+
+// claimSet is the SET list of every claim: reserve, count the attempt
+// (never past MaxAttempts), and draw a new reservation token.
+var claimSet = "attempts = CASE WHEN attempts < " + strconv.Itoa(MaxAttempts) +
+	" THEN attempts + 1 ELSE attempts END, reservation_token = reservation_token + 1"
+
+// insertChunk bounds the rows of one INSERT (PostgreSQL allows 65,535
+// parameters; each row takes three).
+const insertChunk = 1000
+
+// common is the SQL every database shares, and the hooks where they differ.
+type common struct {
+	name   string
+	tables Tables
+	now    string // the database clock in Unix seconds
+	// epoch turns a timestamp column into Unix seconds (UTC); timestamp
+	// turns a Unix-seconds expression into a value comparable with one.
+	epoch, timestamp func(string) string
+	upsert           string // suffix of INSERT INTO signals … for a conflict
+	failInsert       string
+	jobs, failed     string // qualified table names
+	signals          string
+	// held is the ownership predicate on id, token, attempts parameters.
+	held string
+	// rebinder rewrites '?' placeholders (PostgreSQL's $n).
+	rebinder func(string) string
+}
+
+func newCommon(name string, t Tables, now string, epoch, timestamp func(string) string) *common {
+	c := &common{
+		name: name, tables: t, now: now, epoch: epoch, timestamp: timestamp,
+		jobs: t.JobsTable(), failed: t.FailedTable(), signals: t.SignalsTable(),
+		held:     " WHERE id = ? AND reservation_token = ? AND attempts = ? AND reserved_at IS NOT NULL",
+		rebinder: func(q string) string { return q },
+	}
+	return c
+}
+
+func (c *common) Name() string           { return c.name }
+func (c *common) Tables() Tables         { return c.tables }
+func (c *common) Now() string            { return c.now }
+func (c *common) Rebind(q string) string { return c.rebinder(q) }
+func (c *common) NotifyChannel() string  { return "" }
+
+func (c *common) FailedTxOptions() sqldb.TxOptions { return sqldb.TxOptions{} }
+
+// heldWhere matches the rows still held by the reservations given. The
+// plain id list lets every database use the primary key.
+func heldWhere(held []Held) string {
+	ids := make([]int64, len(held))
+	rows := make([]byte, 0, 24*len(held))
+	for i, h := range held {
+		ids[i] = h.ID
+		if i > 0 {
+			rows = append(rows, ',')
+		}
+		rows = append(rows, '(')
+		rows = strconv.AppendInt(rows, h.ID, 10)
+		rows = append(rows, ',')
+		rows = strconv.AppendInt(rows, h.Token, 10)
+		rows = append(rows, ',')
+		rows = strconv.AppendInt(rows, int64(h.Attempts), 10)
+		rows = append(rows, ')')
+	}
+	return " WHERE id IN (" + sqldb.Ints(ids) + ") AND (id, reservation_token, attempts) IN (" +
+		string(rows) + ") AND reserved_at IS NOT NULL"
+}
+
+func collectKeys(rows sqldb.Rows, err error) (map[Key]bool, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	keys := map[Key]bool{}
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.ID, &k.Token); err != nil {
+			return nil, err
+		}
+		keys[k] = true
+	}
+	return keys, rows.Err()
+}
+
+func scanJob(rows sqldb.Rows, extra ...any) (JobRow, error) {
+	var (
+		r        JobRow
+		reserved sql.NullInt64
+		att      int64
+	)
+	dest := append([]any{&r.ID, &r.Queue, &r.Payload, &att, &reserved, &r.AvailableAt, &r.CreatedAt, &r.Token}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Attempts = int(att)
+	if reserved.Valid {
+		v := reserved.Int64
+		r.ReservedAt = &v
+	}
+	return r, nil
+}
+
+func collectJobs(rs sqldb.Rows, err error) ([]JobRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []JobRow
+	for rs.Next() {
+		r, err := scanJob(rs)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, rs.Err()
+}
+
+func scanInts(rows sqldb.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// claimArms are the two halves of every claim: reservations that expired
+// (their holder died) and ready rows, each in claim order.
+func (c *common) claimArms() (expired, ready string) {
+	expired = "queue = ? AND reserved_at IS NOT NULL AND reserved_at <= " + c.now + " - ? ORDER BY reserved_at LIMIT ?"
+	ready = "queue = ? AND reserved_at IS NULL AND available_at <= " + c.now + " ORDER BY available_at, id LIMIT ?"
+	return expired, ready
+}
+
+// deleteHeldReturning is DeleteHeld where DELETE … RETURNING exists.
+func (c *common) deleteHeldReturning(ctx context.Context, db sqldb.DB, held []Held) (map[Key]bool, error) {
+	return collectKeys(db.Query(ctx, "DELETE FROM "+c.jobs+heldWhere(held)+" RETURNING id, reservation_token"))
+}
+
+// releaseSet is the SET list of a batched release: per-row delays, and
+// per-row payloads as arguments where given.
+func (c *common) releaseSet(rs []Release) (string, []any) {
+	var b strings.Builder
+	b.WriteString("reserved_at = NULL, available_at = " + c.now + " + CASE id")
+	for _, r := range rs {
+		b.WriteString(" WHEN " + strconv.FormatInt(r.ID, 10) + " THEN " + strconv.FormatInt(r.Delay, 10))
+	}
+	b.WriteString(" END")
+	var args []any
+	for _, r := range rs {
+		if r.Payload == nil {
+			continue
+		}
+		if args == nil {
+			b.WriteString(", payload = CASE id")
+		}
+		b.WriteString(" WHEN " + strconv.FormatInt(r.ID, 10) + " THEN ?")
+		args = append(args, string(r.Payload))
+	}
+	if args != nil {
+		b.WriteString(" ELSE payload END")
+	}
+	return b.String(), args
+}
+
+func helds(rs []Release) []Held {
+	out := make([]Held, len(rs))
+	for i, r := range rs {
+		out[i] = r.Held
+	}
+	return out
+}
+
+func (c *common) GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error) {
+	// A give-back takes the attempt back and draws a new token, so one
+	// retried after a lost reply never matches a later claim, ours or a PHP
+	// worker's (which counts attempts and leaves the token alone).
+	res, err := db.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET reserved_at = NULL, attempts = attempts - 1, reservation_token = reservation_token + 1"+c.held),
+		h.ID, h.Token, h.Attempts)
+	return res.RowsAffected > 0, err
+}
+
+// rebind passes common's '?' SQL through the database's placeholders.
+func (c *common) rebind(q string) string { return c.rebinder(q) }
+
+func (c *common) FailMove(ctx context.Context, db sqldb.DB, h Held, f Failure) (bool, error) {
+	held := false
+	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		res, err := tx.Exec(ctx, c.rebind("DELETE FROM "+c.jobs+c.held), h.ID, h.Token, h.Attempts)
+		if err != nil {
+			return err
+		}
+		if res.RowsAffected == 0 {
+			held = false
+			return nil
+		}
+		held = true
+		_, err = tx.Exec(ctx, c.rebind(c.failInsert), f.UUID, f.Connection, f.Queue, string(f.Payload), f.Exception)
+		return err
+	})
+	return held, err
+}
+
+func (c *common) FailedAlready(ctx context.Context, db sqldb.DB, id int64, uuid, exception string) (bool, error) {
+	var n int64
+	if err := db.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM "+c.jobs+" WHERE id = ?"), id).Scan(&n); err != nil || n > 0 {
+		return false, err
+	}
+	err := db.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM "+c.failed+" WHERE uuid = ? AND exception = ?"), uuid, exception).Scan(&n)
+	return n > 0, err
+}
+
+// insertSQL builds a multi-row INSERT. Each row's available_at is the
+// database's now plus a delay, or an absolute time.
+func (c *common) insertSQL(rows []PushRow) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 3*len(rows))
+	b.WriteString("INSERT INTO " + c.jobs + " (queue, payload, attempts, reserved_at, available_at, created_at) VALUES ")
+	for i, row := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if row.Absolute {
+			b.WriteString("(?, ?, 0, NULL, ?, " + c.now + ")")
+		} else {
+			b.WriteString("(?, ?, 0, NULL, " + c.now + " + ?, " + c.now + ")")
+		}
+		args = append(args, row.Queue, string(row.Payload), row.At)
+	}
+	return b.String(), args
+}
+
+// insertReturning is Insert where INSERT … RETURNING exists.
+func (c *common) insertReturning(ctx context.Context, ex sqldb.Execer, rows []PushRow, wrap func(string) string) ([]int64, error) {
+	ids := make([]int64, 0, len(rows))
+	for chunk := range slices.Chunk(rows, insertChunk) {
+		query, args := c.insertSQL(chunk)
+		query += " RETURNING id"
+		if wrap != nil {
+			query = wrap(query)
+		}
+		got, err := scanInts(ex.Query(ctx, c.rebind(query), args...))
+		if err != nil {
+			return nil, err
+		}
+		if len(got) != len(chunk) {
+			return nil, errors.New("insert returned " + strconv.Itoa(len(got)) + " ids for " + strconv.Itoa(len(chunk)) + " rows")
+		}
+		slices.Sort(got) // ids are drawn in VALUES order
+		ids = append(ids, got...)
+	}
+	return ids, nil
+}
+
+func (c *common) CopyIn(context.Context, sqldb.DB, []PushRow, bool) ([]int64, bool, error) {
+	return nil, false, nil
+}
+
+func (c *common) Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error) {
+	var (
+		s      Sizes
+		oldest sql.NullInt64
+	)
+	err := ex.QueryRow(ctx, c.rebind(`SELECT
+  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at <= `+c.now+` THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at > `+c.now+` THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+  MIN(CASE WHEN reserved_at IS NULL AND available_at <= `+c.now+` THEN available_at END),
+  `+c.now+`
+FROM `+c.jobs+` WHERE queue = ?`), queue).Scan(&s.Pending, &s.Delayed, &s.Reserved, &oldest, &s.Now)
+	if oldest.Valid {
+		v := oldest.Int64
+		s.OldestPending = &v
+	}
+	return s, err
+}
+
+func (c *common) Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error) {
+	res, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.jobs+" WHERE queue = ?"), queue)
+	return res.RowsAffected, err
+}
+
+func (c *common) Payloads(ctx context.Context, ex sqldb.Execer, queue string) ([][]byte, error) {
+	rows, err := ex.Query(ctx, c.rebind("SELECT payload FROM "+c.jobs+" WHERE queue = ? ORDER BY id"), queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var p []byte
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// failedBefore is the predicate "failed_at is earlier than the Unix time
+// expr". PostgreSQL and MySQL compare the column itself so the failed_at
+// index serves it; SQLite converts the column (see sqlite.go).
+func (c *common) failedBefore(expr string) string {
+	return "failed_at < " + c.timestamp(expr)
+}
+
+// failedWhere builds the WHERE of a FailedFilter, with its arguments.
+func (c *common) failedWhere(f FailedFilter, before func(string) string) (string, []any) {
+	where := []string{"1 = 1"}
+	var args []any
+	if len(f.UUIDs) > 0 {
+		where = append(where, "uuid IN ("+sqldb.List(len(f.UUIDs))+")")
+		for _, u := range f.UUIDs {
+			args = append(args, u)
+		}
+	}
+	if f.Queue != "" {
+		where = append(where, "queue = ?")
+		args = append(args, f.Queue)
+	}
+	if f.Connection != "" {
+		where = append(where, "connection = ?")
+		args = append(args, f.Connection)
+	}
+	if f.AfterID > 0 {
+		where = append(where, "id > ?")
+		args = append(args, f.AfterID)
+	}
+	if f.UpToID > 0 {
+		where = append(where, "id <= ?")
+		args = append(args, f.UpToID)
+	}
+	if f.BeforeID > 0 {
+		where = append(where, "id < ?")
+		args = append(args, f.BeforeID)
+	}
+	if f.OlderThan > 0 {
+		where = append(where, before(c.now+" - ?"))
+		args = append(args, f.OlderThan)
+	}
+	if f.FailedBefore != nil {
+		where = append(where, before("?"))
+		args = append(args, *f.FailedBefore)
+	}
+	return " WHERE " + strings.Join(where, " AND "), args
+}
+
+func (c *common) failedSelect() string {
+	return "SELECT id, uuid, connection, queue, payload, exception, " + c.epoch("failed_at") + " FROM " + c.failed
+}
+
+func scanFailed(rows sqldb.Rows, err error) ([]FailedRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []FailedRow
+	for rows.Next() {
+		var (
+			r  FailedRow
+			at sql.NullInt64
+		)
+		if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
+			return nil, err
+		}
+		if at.Valid {
+			v := at.Int64
+			r.FailedAt = &v
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (c *common) listFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter, before func(string) string) ([]FailedRow, error) {
+	where, args := c.failedWhere(f, before)
+	query := c.failedSelect() + where + " ORDER BY id DESC"
+	if f.Limit > 0 {
+		query += " LIMIT " + strconv.Itoa(f.Limit)
+	}
+	return scanFailed(ex.Query(ctx, c.rebind(query), args...))
+}
+
+func (c *common) ListFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter) ([]FailedRow, error) {
+	return c.listFailed(ctx, ex, f, c.failedBefore)
+}
+
+func (c *common) deleteFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter, before func(string) string) (int64, error) {
+	where, args := c.failedWhere(f, before)
+	res, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.failed+where), args...)
+	return res.RowsAffected, err
+}
+
+func (c *common) DeleteFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter) (int64, error) {
+	return c.deleteFailed(ctx, ex, f, c.failedBefore)
+}
+
+func (c *common) MaxFailedID(ctx context.Context, ex sqldb.Execer) (int64, error) {
+	var last sql.NullInt64
+	err := ex.QueryRow(ctx, "SELECT MAX(id) FROM "+c.failed).Scan(&last)
+	return last.Int64, err
+}
+
+// lockFailed reads failed rows in id order, with lock appended (" FOR
+// UPDATE", or "" where the transaction already holds the database).
+func (c *common) lockFailed(ctx context.Context, tx sqldb.Tx, f FailedFilter, lock string) ([]FailedRow, error) {
+	where, args := c.failedWhere(f, c.failedBefore)
+	query := "SELECT id, uuid, connection, queue, payload, exception, NULL FROM " + c.failed + where + " ORDER BY id"
+	if f.Limit > 0 {
+		query += " LIMIT " + strconv.Itoa(f.Limit)
+	}
+	return scanFailed(tx.Query(ctx, c.rebind(query+lock), args...))
+}
+
+func (c *common) LockFailed(ctx context.Context, tx sqldb.Tx, f FailedFilter) ([]FailedRow, error) {
+	return c.lockFailed(ctx, tx, f, " FOR UPDATE")
+}
+
+// retryFromFailed inserts rows into jobs, due now, and deletes them from
+// failed_jobs; insertWrap, when set, wraps the INSERT (PostgreSQL's
+// notification).
+func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow, insertWrap func(string) string) error {
+	for chunk := range slices.Chunk(rows, insertChunk/2) {
+		push := make([]PushRow, len(chunk))
+		ids := make([]any, len(chunk))
+		for i, r := range chunk {
+			push[i] = PushRow{Queue: r.Queue, Payload: r.Payload}
+			ids[i] = r.ID
+		}
+		query, args := c.insertSQL(push)
+		if insertWrap != nil {
+			query = insertWrap(query + " RETURNING id")
+		}
+		if _, err := tx.Exec(ctx, c.rebind(query), args...); err != nil {
+			return err
+		}
+		res, err := tx.Exec(ctx, c.rebind("DELETE FROM "+c.failed+" WHERE id IN ("+sqldb.List(len(ids))+")"), ids...)
+		if err != nil {
+			return err
+		}
+		if res.RowsAffected != int64(len(chunk)) {
+			// Only a transaction that did not hold its rows gets here; roll
+			// back rather than leave a job in both tables.
+			return errors.New("failed_jobs changed during the retry: deleted " + strconv.FormatInt(res.RowsAffected, 10) +
+				" of " + strconv.Itoa(len(chunk)) + " rows; nothing was retried")
+		}
+	}
+	return nil
+}
+
+func (c *common) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
+	return c.retryFromFailed(ctx, tx, rows, nil)
+}
+
+func (c *common) setSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64, upsert string) error {
+	expr, args := c.now, []any{name}
+	if value != nil {
+		expr, args = "?", append(args, *value)
+	}
+	_, err := ex.Exec(ctx, c.rebind("INSERT INTO "+c.signals+" (name, value) VALUES (?, "+expr+") "+upsert), args...)
+	return err
+}
+
+func (c *common) SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error {
+	return c.setSignal(ctx, ex, name, value, "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+}
+
+func (c *common) DeleteSignal(ctx context.Context, ex sqldb.Execer, name string) error {
+	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.signals+" WHERE name = ?"), name)
+	return err
+}
+
+func (c *common) Signals(ctx context.Context, ex sqldb.Execer, names []string) (map[string]int64, error) {
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	rows, err := ex.Query(ctx, c.rebind("SELECT name, value FROM "+c.signals+" WHERE name IN ("+sqldb.List(len(names))+")"), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var (
+			name  string
+			value int64
+		)
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, err
+		}
+		out[name] = value
+	}
+	return out, rows.Err()
+}
+
+func (c *common) CheckTables(ctx context.Context, ex sqldb.Execer) error {
+	for _, query := range []string{
+		"SELECT id, reservation_token FROM " + c.jobs + " WHERE 1 = 0",
+		"SELECT id FROM " + c.failed + " WHERE 1 = 0",
+	} {
+		rows, err := ex.Query(ctx, query)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

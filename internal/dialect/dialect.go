@@ -1,0 +1,301 @@
+// Package dialect is dbqueue's one seam between the queue and the SQL of
+// each database: every statement dbqueue runs is written here, in one file
+// per database (postgres.go, mysql.go, sqlite.go) over the SQL they share
+// (common.go). No other package of the module branches on the database or
+// writes its own SQL; they call a Dialect.
+package dialect
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// Dialect is what dbqueue asks of a database. Methods that take an Execer
+// run inside the caller's transaction or on a pool; those that take a DB
+// may open transactions of their own. None retries: callers wrap them in
+// sqldb.Retry where a retry is safe.
+type Dialect interface {
+	// Name is "postgres", "mysql" or "sqlite".
+	Name() string
+	// Tables are the tables this dialect was built for.
+	Tables() Tables
+	// Now is the SQL expression for the database clock in Unix seconds.
+	Now() string
+	// Rebind rewrites '?' placeholders for the database.
+	Rebind(query string) string
+
+	// Claim reserves up to n due or expired rows of queue: each gets
+	// reserved_at now, attempts + 1 (never past MaxAttempts) and a new
+	// reservation token.
+	Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error)
+	// DeleteHeld deletes the rows still held by the reservations given,
+	// and returns those it deleted.
+	DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) (map[Key]bool, error)
+	// ReleaseHeld puts held rows back, each after its delay (seconds) and
+	// with its new payload when not nil, and returns those it released.
+	ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error)
+	// GiveBack makes a held row available at once, taking its attempt back
+	// and drawing a new token, and reports whether it was held.
+	GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error)
+	// FailMove deletes a held row and writes it to failed_jobs in one
+	// transaction, and reports whether it was held.
+	FailMove(ctx context.Context, db sqldb.DB, h Held, f Failure) (bool, error)
+	// FailedAlready reports whether row id has left jobs and failed_jobs
+	// holds uuid with this exception: what a committed FailMove leaves.
+	FailedAlready(ctx context.Context, db sqldb.DB, id int64, uuid, exception string) (bool, error)
+
+	// Insert writes new rows and returns their ids in order. With notify,
+	// PostgreSQL wakes listeners of the queues of due rows, inside ex.
+	Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, notify bool) ([]int64, error)
+	// CopyIn writes many rows by COPY in one transaction where the
+	// connection can (PostgreSQL on pgx); ok is false where it cannot.
+	CopyIn(ctx context.Context, db sqldb.DB, rows []PushRow, notify bool) (ids []int64, ok bool, err error)
+	// Sizes counts a queue's pending, delayed and reserved rows, and reads
+	// the oldest pending available_at and the database's now.
+	Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error)
+	// Clear deletes every row of a queue.
+	Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error)
+	// Payloads lists the payloads of a queue's rows in id order.
+	Payloads(ctx context.Context, ex sqldb.Execer, queue string) ([][]byte, error)
+
+	// ListFailed reads failed jobs newest first.
+	ListFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter) ([]FailedRow, error)
+	// DeleteFailed deletes the failed jobs a filter names.
+	DeleteFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter) (int64, error)
+	// MaxFailedID is the newest failed job's id (0 when there is none).
+	MaxFailedID(ctx context.Context, ex sqldb.Execer) (int64, error)
+	// LockFailed reads failed jobs in id order and locks them until tx ends.
+	LockFailed(ctx context.Context, tx sqldb.Tx, f FailedFilter) ([]FailedRow, error)
+	// RetryFromFailed moves locked failed rows into jobs, due now, and
+	// deletes them from failed_jobs, inside tx; PostgreSQL wakes listeners.
+	RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error
+	// FailedTxOptions are the options of a transaction that locks failed
+	// rows (MySQL: READ COMMITTED, so it locks no gaps).
+	FailedTxOptions() sqldb.TxOptions
+
+	// SetSignal upserts a signal to value (or the database's now when
+	// value is nil).
+	SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error
+	// DeleteSignal removes a signal.
+	DeleteSignal(ctx context.Context, ex sqldb.Execer, name string) error
+	// Signals reads the values of the named signals that are set.
+	Signals(ctx context.Context, ex sqldb.Execer, names []string) (map[string]int64, error)
+
+	// NotifyChannel is the PostgreSQL channel pushes notify ("" elsewhere).
+	NotifyChannel() string
+	// CheckTables fails with a missing-table error when the tables, or a
+	// column a migration adds, are missing.
+	CheckTables(ctx context.Context, ex sqldb.Execer) error
+	// CheckServer fails when ex is not connected to this database.
+	CheckServer(ctx context.Context, ex sqldb.Execer) error
+}
+
+// MaxAttempts is the most attempts a row can count: the largest value of
+// the attempts column (integer) that migrate up leaves on every database.
+const MaxAttempts = 1<<31 - 1
+
+// Held names one reservation: the row, the token its claim drew, and the
+// attempts the claim counted (which tells a PHP worker's claim apart).
+type Held struct {
+	ID, Token int64
+	Attempts  int
+}
+
+// Key identifies a reservation in the results of the batch finishes.
+type Key struct{ ID, Token int64 }
+
+// Key is h's key.
+func (h Held) Key() Key { return Key{h.ID, h.Token} }
+
+// Release is one held row to put back.
+type Release struct {
+	Held
+	Delay   int64  // seconds after now
+	Payload []byte // nil keeps the stored payload
+}
+
+// JobRow is a claimed row of jobs.
+type JobRow struct {
+	ID                     int64
+	Queue                  string
+	Payload                []byte
+	Attempts               int
+	ReservedAt             *int64
+	AvailableAt, CreatedAt int64
+	Token                  int64
+}
+
+// PushRow is one new row of jobs.
+type PushRow struct {
+	Queue    string
+	Payload  []byte
+	Absolute bool  // At is a Unix time, not a delay
+	At       int64 // delay in seconds, or Unix time
+}
+
+// Due reports whether the row is due at once.
+func (r PushRow) Due() bool { return !r.Absolute && r.At <= 0 }
+
+// Failure is what FailMove writes to failed_jobs.
+type Failure struct {
+	UUID, Connection, Queue string
+	Payload                 []byte
+	Exception               string
+}
+
+// Sizes is one reading of a queue's counts.
+type Sizes struct {
+	Pending, Delayed, Reserved int64
+	OldestPending              *int64 // available_at of the oldest pending row
+	Now                        int64
+}
+
+// FailedRow is a row of failed_jobs.
+type FailedRow struct {
+	ID                      int64
+	UUID, Connection, Queue string
+	Payload                 []byte
+	Exception               string
+	FailedAt                *int64 // Unix seconds, UTC
+}
+
+// FailedFilter selects failed jobs. Zero fields select all.
+type FailedFilter struct {
+	UUIDs      []string
+	Queue      string
+	Connection string
+	AfterID    int64 // id > AfterID
+	UpToID     int64 // id <= UpToID, when not 0
+	BeforeID   int64 // id < BeforeID, when not 0
+	// OlderThan selects failures more than this many seconds old by the
+	// database's clock; FailedBefore those before a Unix time.
+	OlderThan    int64
+	FailedBefore *int64
+	Limit        int
+}
+
+// Tables names the tables a queue uses: Laravel's jobs and failed_jobs by
+// default, with dbqueue's signals table beside them.
+type Tables struct {
+	// Jobs and Failed are the table names; Schema, when set, the
+	// PostgreSQL schema (or MySQL database) that holds them.
+	Jobs, Failed, Schema string
+}
+
+// DefaultTables are Laravel's names.
+var DefaultTables = Tables{Jobs: "jobs", Failed: "failed_jobs"}
+
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// Check validates the names: plain identifiers of at most 48 bytes (room
+// for the index names derived from them within every database's limit).
+func (t Tables) Check() error {
+	for _, n := range []struct{ what, name string }{{"jobs table", t.Jobs}, {"failed jobs table", t.Failed}, {"schema", t.Schema}} {
+		if n.name == "" && n.what == "schema" {
+			continue
+		}
+		if !identifier.MatchString(n.name) || len(n.name) > 48 {
+			return fmt.Errorf("dbqueue: %s name %q: use lower-case letters, digits and underscores, not starting with a digit, at most 48 bytes", n.what, n.name)
+		}
+	}
+	if t.Jobs == t.Failed {
+		return fmt.Errorf("dbqueue: the jobs and failed jobs tables are both named %q: give them different names", t.Jobs)
+	}
+	return nil
+}
+
+func (t Tables) qualify(name string) string {
+	if t.Schema == "" {
+		return name
+	}
+	return t.Schema + "." + name
+}
+
+// JobsTable, FailedTable and SignalsTable are the names to write in SQL,
+// qualified by the schema when one is set.
+func (t Tables) JobsTable() string   { return t.qualify(t.Jobs) }
+func (t Tables) FailedTable() string { return t.qualify(t.Failed) }
+func (t Tables) SignalsTable() string {
+	return t.qualify(t.SignalsName())
+}
+
+// SignalsName is dbqueue_signals beside Laravel's tables, and
+// <jobs>_signals beside tables of other names, so two queues with their
+// own tables in one database keep their own signals (as migrations names
+// them).
+func (t Tables) SignalsName() string {
+	if t.Jobs == DefaultTables.Jobs && t.Failed == DefaultTables.Failed {
+		return "dbqueue_signals"
+	}
+	return t.Jobs + "_signals"
+}
+
+// ClaimIndex is the MySQL index the claim is kept on.
+func (t Tables) ClaimIndex() string { return t.Jobs + "_queue_reserved_available_idx" }
+
+// Open returns the dialect of name over tables t for the server ex is
+// connected to, after asking the server who it is: a connection that is
+// not of that database fails here, with an error that says so.
+func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
+	d, err := For(name, t, false, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.CheckServer(ctx, ex); err != nil {
+		return nil, err
+	}
+	if name != "mysql" {
+		return d, nil
+	}
+	var version string
+	if err := ex.QueryRow(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return nil, fmt.Errorf("dbqueue: read the server version: %w", err)
+	}
+	mariaDB := strings.Contains(strings.ToLower(version), "mariadb")
+	idStep := int64(1)
+	if !mariaDB {
+		// MySQL 8 reports only the first id of a multi-row INSERT; the rest
+		// follow auto_increment_increment apart (Group Replication
+		// multi-primary sets it above 1).
+		if err := ex.QueryRow(ctx, "SELECT @@auto_increment_increment").Scan(&idStep); err != nil {
+			return nil, fmt.Errorf("dbqueue: read auto_increment_increment: %w", err)
+		}
+	}
+	return For(name, t, mariaDB, idStep)
+}
+
+// For returns the dialect of name ("postgres", "mysql", "sqlite") over
+// tables t. mariaDB and idStep matter to MySQL only: MariaDB has
+// RETURNING, and MySQL 8 needs auto_increment_increment to know the ids of
+// a multi-row INSERT.
+func For(name string, t Tables, mariaDB bool, idStep int64) (Dialect, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	switch name {
+	case "postgres":
+		return newPostgres(t), nil
+	case "mysql":
+		return newMySQL(t, mariaDB, idStep), nil
+	case "sqlite":
+		return newSQLite(t), nil
+	}
+	return nil, fmt.Errorf("dbqueue: unknown dialect %q: use postgres, mysql or sqlite", name)
+}
+
+// ClaimText is the SQL of d's claim, for tests that EXPLAIN its parts.
+func ClaimText(d Dialect) string {
+	switch d := d.(type) {
+	case *postgres:
+		return d.claim
+	case *sqlite:
+		return d.claim
+	case *mysql:
+		return d.candidates("")
+	}
+	return ""
+}

@@ -1,0 +1,173 @@
+package dialect
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// postgres claims in one statement (FOR UPDATE SKIP LOCKED in CTEs),
+// finishes batches with arrays so each statement is prepared once per
+// connection, and wakes listeners with pg_notify inside the push.
+type postgres struct {
+	*common
+	channel                  string
+	claim, deleteA, releaseA string
+}
+
+func newPostgres(t Tables) *postgres {
+	epoch := func(col string) string {
+		// failed_at is timestamptz in dbqueue's tables and timestamp
+		// without time zone (UTC wall time, as PHP writes it) in Laravel's:
+		// reading a plain timestamp as UTC serves both, whatever the
+		// session's TimeZone.
+		return "CAST(floor(EXTRACT(EPOCH FROM " + col + ")) AS bigint)"
+	}
+	timestamp := func(param string) string { return "to_timestamp(" + param + ")" }
+	c := newCommon("postgres", t, "CAST(floor(EXTRACT(EPOCH FROM now())) AS bigint)", epoch, timestamp)
+	c.rebinder = sqldb.Rebind
+	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)" +
+		" ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at"
+	p := &postgres{common: c, channel: "dbqueue_jobs"}
+	if t.Jobs != DefaultTables.Jobs || t.Schema != "" {
+		p.channel = "dbqueue_" + strings.ReplaceAll(t.JobsTable(), ".", "_")
+	}
+	expired, ready := c.claimArms()
+	// FOR UPDATE cannot sit under a UNION, so each arm locks in its own
+	// CTE; CTEs run on demand, so the ready arm is read only when the
+	// expired arm leaves room.
+	p.claim = sqldb.Rebind(`WITH expired AS (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
+ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
+due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
+UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
+FROM due WHERE jobs.id = due.id
+RETURNING jobs.id, jobs.queue, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at, jobs.reservation_token`)
+	p.deleteA = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.reservation_token`
+	p.releaseA = `UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
+  payload = COALESCE(held.payload, jobs.payload)
+FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.reservation_token`
+	return p
+}
+
+func (p *postgres) NotifyChannel() string { return p.channel }
+
+// errNoCopy rolls back a CopyIn whose transaction cannot COPY.
+var errNoCopy = errors.New("dbqueue: this connection cannot COPY")
+
+func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
+	return collectJobs(db.Query(ctx, p.claim, queue, retryAfter, n, queue, n, n))
+}
+
+func heldArrays(held []Held) (ids, tokens []int64, attempts []int32) {
+	ids, tokens, attempts = make([]int64, len(held)), make([]int64, len(held)), make([]int32, len(held))
+	for i, h := range held {
+		ids[i], tokens[i], attempts[i] = h.ID, h.Token, int32(h.Attempts)
+	}
+	return ids, tokens, attempts
+}
+
+func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) (map[Key]bool, error) {
+	ids, tokens, attempts := heldArrays(held)
+	return collectKeys(db.Query(ctx, p.deleteA, ids, tokens, attempts))
+}
+
+func (p *postgres) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
+	ids, tokens, attempts := heldArrays(helds(rs))
+	delays, texts := make([]int64, len(rs)), make([]*string, len(rs))
+	for i, r := range rs {
+		delays[i] = r.Delay
+		if r.Payload != nil {
+			text := string(r.Payload)
+			texts[i] = &text
+		}
+	}
+	return collectKeys(db.Query(ctx, p.releaseA, ids, tokens, attempts, delays, texts))
+}
+
+// notifyWrap wraps an INSERT … RETURNING id so that the same statement,
+// inside the pusher's transaction, wakes listeners of the queues of due
+// rows: a rolled-back push wakes nobody, and PostgreSQL delivers one
+// notification per queue however many rows there are.
+func (p *postgres) notifyWrap(insert string) string {
+	return `WITH ins AS (` + insert + `, queue, available_at)
+SELECT ins.id FROM ins CROSS JOIN (SELECT count(pg_notify('` + p.channel + `', q)) FROM
+  (SELECT DISTINCT queue AS q FROM ins WHERE available_at <= ` + p.now + `) d) n`
+}
+
+func (p *postgres) Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, notify bool) ([]int64, error) {
+	var wrap func(string) string
+	if notify {
+		wrap = p.notifyWrap
+	}
+	return p.insertReturning(ctx, ex, rows, wrap)
+}
+
+// CopyIn writes rows with COPY in one transaction and returns their ids in
+// order. The ids are drawn from the table's own sequence first and written
+// explicitly, and available_at and created_at are computed from the
+// database's clock, read in the same transaction, as the INSERT does.
+func (p *postgres) CopyIn(ctx context.Context, db sqldb.DB, rows []PushRow, notify bool) ([]int64, bool, error) {
+	if _, ok := db.(sqldb.Copier); !ok {
+		return nil, false, nil
+	}
+	var ids []int64
+	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		copier, ok := tx.(sqldb.CopyTx)
+		if !ok {
+			return errNoCopy
+		}
+		var now int64
+		seq := "pg_get_serial_sequence('" + p.jobs + "', 'id')"
+		if err := tx.QueryRow(ctx, `SELECT `+p.now+`, array_agg(nextval(`+seq+`) ORDER BY i)
+FROM generate_series(1, $1::int) AS i`, len(rows)).Scan(&now, &ids); err != nil {
+			return err
+		}
+		values := make([][]any, len(rows))
+		due := map[string]bool{}
+		for i, r := range rows {
+			available := now + r.At
+			if r.Absolute {
+				available = r.At
+			}
+			if available <= now {
+				due[r.Queue] = true
+			}
+			values[i] = []any{ids[i], r.Queue, string(r.Payload), int32(0), available, now}
+		}
+		if err := copier.CopyFrom(ctx, p.tables.Schema, p.tables.Jobs,
+			[]string{"id", "queue", "payload", "attempts", "available_at", "created_at"}, values); err != nil {
+			return err
+		}
+		if !notify || len(due) == 0 {
+			return nil
+		}
+		// Inside the transaction, as the INSERT's own notification: a
+		// rolled-back push wakes nobody.
+		queues := make([]string, 0, len(due))
+		for name := range due {
+			queues = append(queues, name)
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify('`+p.channel+`', q) FROM unnest($1::text[]) AS q`, queues)
+		return err
+	})
+	if errors.Is(err, errNoCopy) {
+		return nil, false, nil
+	}
+	return ids, true, err
+}
+
+func (p *postgres) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
+	return p.retryFromFailed(ctx, tx, rows, p.notifyWrap)
+}
+
+func (p *postgres) CheckServer(ctx context.Context, ex sqldb.Execer) error {
+	return checkVersion(ctx, ex, "SELECT version()", "postgres", func(v string) bool {
+		return strings.Contains(strings.ToLower(v), "postgresql")
+	})
+}

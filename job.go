@@ -1,0 +1,66 @@
+package dbqueue
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/dbqueue/dbqueue/internal/dialect"
+)
+
+// Job is a reserved job: a row of the jobs table that the caller holds
+// until it deletes, releases or fails it, or retry_after passes.
+type Job struct {
+	ID    int64
+	Queue string
+	// Attempts counts reservations, this one included.
+	Attempts    int
+	ReservedAt  time.Time
+	AvailableAt time.Time
+	CreatedAt   time.Time
+	// Payload is the decoded envelope.
+	Payload Payload
+	// RawPayload is the payload column as stored.
+	RawPayload []byte
+
+	expires time.Time // local clock
+	// token is the reservation token the claim drew: with ID it names this
+	// reservation, and no other claim of the row ever gets the same one.
+	token int64
+}
+
+// ExpiresAt is when, by this process's clock, the reservation runs out and
+// another worker may take the job: finish it before then.
+func (j *Job) ExpiresAt() time.Time { return j.expires }
+
+// Name is the name the job's handler is registered under.
+func (j *Job) Name() string { return j.Payload.Name() }
+
+// Decode unmarshals the job's data into v.
+func (j *Job) Decode(v any) error {
+	if err := json.Unmarshal(j.Payload.Data, v); err != nil {
+		return fmt.Errorf("dbqueue: job %d (%s): decode data into %T: %w", j.ID, j.Name(), v, err)
+	}
+	return nil
+}
+
+// newJob builds a Job from a claimed row; the error says why its payload
+// did not decode (the Job is usable for Fail all the same).
+func newJob(r dialect.JobRow, expires time.Time) (*Job, error) {
+	j := &Job{
+		ID: r.ID, Queue: r.Queue, Attempts: r.Attempts, RawPayload: r.Payload,
+		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
+		expires: expires, token: r.Token,
+	}
+	if r.ReservedAt != nil {
+		j.ReservedAt = time.Unix(*r.ReservedAt, 0)
+	}
+	var err error
+	j.Payload, err = DecodePayload(r.Payload)
+	return j, err
+}
+
+// held is the reservation the job's claim drew.
+func (j *Job) held() dialect.Held {
+	return dialect.Held{ID: j.ID, Token: j.token, Attempts: j.Attempts}
+}

@@ -1,0 +1,88 @@
+package dbqueue_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/driver/dbqpgx"
+)
+
+// On PostgreSQL a push of a job that is due now wakes the listeners of its
+// queue through NOTIFY, sent inside the push's own transaction: a rolled-back
+// push, a delayed job, or a job on another queue wakes nobody.
+func TestPushWakesListeners(t *testing.T) {
+	pool, q := pgxQueue(t)
+	// Other tests share the database and the channel: a queue of our own.
+	queue := fmt.Sprintf("wake-%d", time.Now().UnixNano())
+	wake, stop := dbqueue.Wakeups(q, queue)
+	defer stop()
+	expect := func(want bool, what string) {
+		t.Helper()
+		// The rate limit allows one notification per queue every 2 ms.
+		time.Sleep(5 * time.Millisecond)
+		wait := 300 * time.Millisecond
+		if want {
+			wait = 10 * time.Second
+		}
+		select {
+		case <-wake:
+			if !want {
+				t.Fatalf("%s woke the listener", what)
+			}
+		case <-time.After(wait):
+			if want {
+				t.Fatalf("%s did not wake the listener within %v", what, wait)
+			}
+		}
+	}
+	expect(true, "starting to listen") // one wake-up for what came before
+
+	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "later", Queue: queue, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	expect(false, "a job delayed by an hour")
+	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "elsewhere", Queue: queue + "-other"}); err != nil {
+		t.Fatal(err)
+	}
+	expect(false, "a job on another queue")
+	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "now", Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	expect(true, "a job due now")
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dbqpgx.PushTx(ctx, q, tx, dbqueue.NewJob{Name: "rolled-back", Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(false, "a rolled-back push")
+	tx, err = pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dbqpgx.PushTx(ctx, q, tx, dbqueue.NewJob{Name: "committed", Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	expect(false, "a push whose transaction is still open")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(true, "the commit of a push")
+
+	// 10,000 jobs or more go by COPY, which notifies the same way.
+	big := make([]dbqueue.NewJob, 10_000)
+	for i := range big {
+		big[i] = dbqueue.NewJob{Name: "bulk", Queue: queue}
+	}
+	if _, err := q.PushMany(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	expect(true, "a bulk push by COPY")
+}

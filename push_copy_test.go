@@ -1,0 +1,86 @@
+package dbqueue_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+)
+
+// PushMany returns the ids of its jobs in order, whatever the path: one
+// INSERT, INSERTs in one transaction, or (PostgreSQL, 10,000 jobs or more)
+// COPY with ids drawn from the table's sequence. Delays and absolute times
+// are counted on the database's clock.
+func TestPushManyLarge(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		if _, err := q.Push(ctx, dbqueue.NewJob{Name: "before"}); err != nil {
+			t.Fatal(err)
+		}
+		const n = 12_345
+		runAt := time.Unix(2_000_000_000, 0)
+		jobs := make([]dbqueue.NewJob, n)
+		for i := range jobs {
+			jobs[i] = dbqueue.NewJob{Name: fmt.Sprintf("job-%d", i), Queue: []string{"default", "other"}[i%2]}
+			switch i % 1000 {
+			case 7:
+				jobs[i].Delay = time.Hour
+			case 9:
+				jobs[i].RunAt = runAt
+			}
+		}
+		ids, err := q.PushMany(ctx, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != n {
+			t.Fatalf("%d ids for %d jobs", len(ids), n)
+		}
+		rows, err := db.SQL.Query("SELECT id, queue, payload, available_at - created_at, available_at FROM jobs WHERE id >= " + fmt.Sprint(ids[0]) + " ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		i := 0
+		for ; rows.Next(); i++ {
+			var (
+				id               int64
+				queue, payload   string
+				delay, available int64
+			)
+			if err := rows.Scan(&id, &queue, &payload, &delay, &available); err != nil {
+				t.Fatal(err)
+			}
+			if i >= n || id != ids[i] {
+				t.Fatalf("row %d has id %d; PushMany returned %v…", i, id, ids[i:min(i+3, n)])
+			}
+			p, err := dbqueue.DecodePayload([]byte(payload))
+			if err != nil || p.Name() != jobs[i].Name || queue != jobs[i].Queue {
+				t.Fatalf("id %d holds %q on %q (%v); want %q on %q", id, p.Name(), queue, err, jobs[i].Name, jobs[i].Queue)
+			}
+			switch i % 1000 {
+			case 7:
+				if delay < 3600 || delay > 3601 {
+					t.Fatalf("job %d: delay %ds, want an hour", i, delay)
+				}
+			case 9:
+				if available != runAt.Unix() {
+					t.Fatalf("job %d: available_at %d, want %d", i, available, runAt.Unix())
+				}
+			default:
+				if delay != 0 {
+					t.Fatalf("job %d: delay %ds, want 0", i, delay)
+				}
+			}
+		}
+		if i != n {
+			t.Fatalf("%d rows from the first returned id on, want %d", i, n)
+		}
+		got := reserve(t, q, 5, "other")
+		if len(got) != 5 || got[0].Queue != "other" {
+			t.Fatalf("reserved %d from other", len(got))
+		}
+	})
+}

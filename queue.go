@@ -1,0 +1,221 @@
+package dbqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// Defaults, as in Laravel's config/queue.php database connection.
+const (
+	DefaultConnection = "database"
+	DefaultQueue      = "default"
+	DefaultRetryAfter = 90 * time.Second
+	// MaxRetryAfter bounds WithRetryAfter: a year is longer than any job
+	// should hold a reservation, and far from the limits of time.Duration
+	// and of the database's Unix-second arithmetic.
+	MaxRetryAfter = 365 * 24 * time.Hour
+)
+
+// handle is embedded so that this module's other packages (worker, failed,
+// the drivers) reach the queue's connection through internal/core, and
+// nothing else can.
+type handle = core.Handle
+
+// Queue is a handle on the jobs and failed_jobs tables of one database. It
+// is safe for concurrent use; make one per database and share it.
+type Queue struct {
+	handle
+	db         sqldb.DB
+	dialect    Dialect
+	sql        dialect.Dialect
+	tables     Tables
+	connection string
+	queue      string
+	retryAfter int64 // seconds
+	wake       *notifier
+}
+
+// Tables names the tables a queue uses. The zero value, and any empty
+// field, means Laravel's: jobs and failed_jobs, in the connection's own
+// schema. Give other names to run dbqueue beside an application that
+// already has a jobs table, or two queues in one database; migrate them
+// with migrations.WithTables.
+type Tables struct {
+	// Jobs and Failed are the table names: letters, digits and
+	// underscores, at most 48 bytes.
+	Jobs, Failed string
+	// Schema is the PostgreSQL schema (or MySQL database) that holds them;
+	// empty for the connection's own.
+	Schema string
+}
+
+func (t Tables) internal() dialect.Tables {
+	out := dialect.Tables{Jobs: t.Jobs, Failed: t.Failed, Schema: t.Schema}
+	if out.Jobs == "" {
+		out.Jobs = dialect.DefaultTables.Jobs
+	}
+	if out.Failed == "" {
+		out.Failed = dialect.DefaultTables.Failed
+	}
+	return out
+}
+
+// Option configures a Queue.
+type Option func(*Queue) error
+
+// WithConnectionName sets the name stored in failed_jobs.connection, the
+// name of the connection in Laravel's config/queue.php ("database").
+func WithConnectionName(name string) Option {
+	return func(q *Queue) error {
+		if name == "" {
+			return errors.New("dbqueue: WithConnectionName: empty name")
+		}
+		q.connection = name
+		return nil
+	}
+}
+
+// WithDefaultQueue sets the queue jobs go to and are reserved from when the
+// caller names none ("default").
+func WithDefaultQueue(name string) Option {
+	return func(q *Queue) error {
+		if err := checkQueueName(name); err != nil {
+			return fmt.Errorf("WithDefaultQueue: %w", err)
+		}
+		q.queue = name
+		return nil
+	}
+}
+
+// WithRetryAfter sets how long a reservation lasts before another worker
+// may take the job over (90s, Laravel's retry_after). Keep it several
+// seconds longer than the longest job timeout, or a slow job runs twice.
+// Laravel counts it in whole seconds, and so does dbqueue.
+func WithRetryAfter(d time.Duration) Option {
+	return func(q *Queue) error {
+		if d < time.Second {
+			return fmt.Errorf("dbqueue: WithRetryAfter(%v): retry_after must be at least 1s (and longer than your longest job timeout)", d)
+		}
+		if d > MaxRetryAfter {
+			return fmt.Errorf("dbqueue: WithRetryAfter(%v): retry_after may be at most %v; a reservation that never expires would keep a dead worker's jobs forever", d, MaxRetryAfter)
+		}
+		q.retryAfter = wholeSeconds(d)
+		return nil
+	}
+}
+
+// WithTables sets the table names (Laravel's jobs and failed_jobs by
+// default); see Tables.
+func WithTables(t Tables) Option {
+	return func(q *Queue) error {
+		if err := t.internal().Check(); err != nil {
+			return fmt.Errorf("WithTables: %w", err)
+		}
+		q.tables = t
+		return nil
+	}
+}
+
+// Driver is the database client a Queue runs on. Get one from a driver
+// package: dbqpgx.New(pool) for a pgx pool, dbqmysql.New(db) or
+// dbqsqlite.New(db) for a *sql.DB. Its method is for dbqueue's own use.
+type Driver interface {
+	Conn() sqldb.Conn
+}
+
+// Open connects to the database a DSN names (see ParseDSN) through the
+// driver package the program imports for it, and returns a queue that owns
+// the connection: Close closes it. It fails if the tables are missing,
+// saying to run `migrate up`.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Queue, error) {
+	o, err := opener(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := o.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	q, err := newQueue(ctx, sqldb.Conn{DB: db, Dialect: o.Dialect}, opts)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+// New returns a queue on a connection the caller already has, handed over
+// by a driver package (dbqpgx.New(pool), dbqmysql.New(db),
+// dbqsqlite.New(db)). Close leaves that connection open. The connection
+// must be of the driver's database: one that is not fails here.
+func New(ctx context.Context, drv Driver, opts ...Option) (*Queue, error) {
+	if drv == nil {
+		return nil, errors.New("dbqueue: New: nil driver: pass dbqpgx.New(pool), dbqmysql.New(db) or dbqsqlite.New(db)")
+	}
+	conn := drv.Conn()
+	if conn.DB == nil {
+		return nil, fmt.Errorf("dbqueue: New: the %s driver was given a nil pool", conn.Dialect)
+	}
+	return newQueue(ctx, conn, opts)
+}
+
+func newQueue(ctx context.Context, conn sqldb.Conn, opts []Option) (*Queue, error) {
+	q := &Queue{
+		db:         conn.DB,
+		dialect:    Dialect(conn.Dialect),
+		connection: DefaultConnection,
+		queue:      DefaultQueue,
+		retryAfter: int64(DefaultRetryAfter / time.Second),
+	}
+	for _, opt := range opts {
+		if err := opt(q); err != nil {
+			return nil, err
+		}
+	}
+	d, err := dialect.Open(ctx, conn.Dialect, q.db, q.tables.internal())
+	if err != nil {
+		return nil, err
+	}
+	q.sql = d
+	q.wake = newNotifier(q.db, d.NotifyChannel())
+	if err := d.CheckTables(ctx, q.db); err != nil {
+		return nil, sqldb.Wrap("check tables", err)
+	}
+	q.handle = core.NewHandle(&core.Queue{
+		DB: q.db, Dialect: d, Connection: q.connection, DefaultQueue: q.queue,
+		RetryAfter: q.retryAfter, Notify: q.wake.broadcast, Ext: ext{q},
+	})
+	return q, nil
+}
+
+// Close closes the connection if the queue opened it (Open); a pool handed
+// over through New stays open.
+func (q *Queue) Close() error {
+	q.wake.close()
+	return q.db.Close()
+}
+
+// Dialect reports the queue's SQL dialect.
+func (q *Queue) Dialect() Dialect { return q.dialect }
+
+// Tables reports the queue's table names, defaults filled in.
+func (q *Queue) Tables() Tables {
+	t := q.tables.internal()
+	return Tables{Jobs: t.Jobs, Failed: t.Failed, Schema: t.Schema}
+}
+
+// ConnectionName is the name stored in failed_jobs.connection.
+func (q *Queue) ConnectionName() string { return q.connection }
+
+// DefaultQueue is the queue used when a caller names none.
+func (q *Queue) DefaultQueue() string { return q.queue }
+
+// RetryAfter is how long a reservation lasts before the job may be taken
+// again.
+func (q *Queue) RetryAfter() time.Duration { return time.Duration(q.retryAfter) * time.Second }

@@ -1,0 +1,249 @@
+package dbqueue_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+)
+
+// A give-back whose reply was lost is retried by its worker. Meanwhile the
+// job was claimed again. The retried give-back must not take the new
+// holder's run away, nor may two holders end up with the same reservation.
+func TestRetriedGiveBackLeavesTheNextClaimAlone(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		push(t, q, dbqueue.NewJob{Name: "once"})
+		a := reserve(t, q, 1)[0]
+		stale := *a // what worker A holds while its give-back is in doubt
+		if err := dbqueue.Unreserve(ctx, q, a); err != nil {
+			t.Fatal(err) // committed; A never saw the reply
+		}
+		b := reserve(t, q, 1)
+		if len(b) != 1 || b[0].ID != a.ID {
+			t.Fatalf("worker B reserved %v, want job %d", b, a.ID)
+		}
+		// A retries its give-back, and later its delete, on what it holds.
+		if err := dbqueue.Unreserve(ctx, q, &stale); !errors.Is(err, dbqueue.ErrNotHeld) {
+			t.Fatalf("retried give-back of a reservation already given back: %v, want ErrNotHeld", err)
+		}
+		if err := q.Delete(ctx, &stale); !errors.Is(err, dbqueue.ErrNotHeld) {
+			t.Fatalf("delete by a stale holder: %v, want ErrNotHeld", err)
+		}
+		if again := reserve(t, q, 1); len(again) != 0 {
+			t.Fatalf("job %d was claimed a second time while B holds it", again[0].ID)
+		}
+		if err := q.Delete(ctx, b[0]); err != nil {
+			t.Fatalf("B's delete of its own run: %v", err)
+		}
+	})
+}
+
+// A PHP worker's claim counts attempts but knows nothing of tokens: a Go
+// give-back retried after such a claim must still see it is not the holder.
+func TestRetriedGiveBackLeavesALaravelClaimAlone(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		id := push(t, q, dbqueue.NewJob{Name: "shared"})
+		a := reserve(t, q, 1)[0]
+		stale := *a
+		if err := dbqueue.Unreserve(ctx, q, a); err != nil {
+			t.Fatal(err)
+		}
+		// Laravel's DatabaseQueue::markJobAsReserved.
+		db.Exec(t, "UPDATE jobs SET reserved_at = 1900000000, attempts = attempts + 1 WHERE id = ?", id)
+		if err := dbqueue.Unreserve(ctx, q, &stale); !errors.Is(err, dbqueue.ErrNotHeld) {
+			t.Fatalf("retried give-back over a Laravel claim: %v, want ErrNotHeld", err)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ? AND reserved_at IS NOT NULL", id); n != 1 {
+			t.Fatal("the Laravel worker's reservation was given back by a stale Go holder")
+		}
+	})
+}
+
+// The same for the batched paths: a stale holder's DeleteMany and
+// ReleaseMany leave the new holder's run alone.
+func TestStaleBatchesLeaveTheNextClaimAlone(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		push(t, q, dbqueue.NewJob{Name: "batched"})
+		a := reserve(t, q, 1)[0]
+		stale := *a
+		if err := dbqueue.Unreserve(ctx, q, a); err != nil {
+			t.Fatal(err)
+		}
+		b := reserve(t, q, 1)[0]
+		if lost, err := dbqueue.ReleaseMany(ctx, q, []dbqueue.Releasing{{Job: &stale}}); err != nil || len(lost) != 1 {
+			t.Fatalf("stale ReleaseMany: lost %d, %v; want the stale job reported lost", len(lost), err)
+		}
+		if lost, err := dbqueue.DeleteMany(ctx, q, []*dbqueue.Job{&stale}); err != nil || len(lost) != 1 {
+			t.Fatalf("stale DeleteMany: lost %d, %v; want the stale job reported lost", len(lost), err)
+		}
+		if lost, err := dbqueue.DeleteMany(ctx, q, []*dbqueue.Job{b}); err != nil || len(lost) != 0 {
+			t.Fatalf("B's DeleteMany of its own run: lost %d, %v", len(lost), err)
+		}
+	})
+}
+
+// A Fail whose reply was lost is retried: it finds its own work done and
+// reports success, so the worker's failure hooks still run.
+func TestRetriedFailAfterLostReplySucceeds(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		push(t, q, dbqueue.NewJob{Name: "doomed"})
+		j := reserve(t, q, 1)[0]
+		retry := *j
+		cause := errors.New("boom")
+		if err := q.Fail(ctx, j, cause); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Fail(ctx, &retry, cause); err != nil {
+			t.Fatalf("retried Fail of a job it already failed: %v, want nil", err)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM failed_jobs WHERE uuid = ?", j.Payload.UUID); n != 1 {
+			t.Fatalf("failed_jobs holds %d rows for the job, want 1", n)
+		}
+		// Another failure text is not this Fail's work: still not held.
+		if err := q.Fail(ctx, &retry, errors.New("other")); !errors.Is(err, dbqueue.ErrNotHeld) {
+			t.Fatalf("Fail with another cause on a gone job: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// A job reserved as often as attempts can count is failed with a clear
+// cause instead of overflowing the column (which stops the whole queue on
+// MySQL in strict mode, or sticks the count so no finish ever matches).
+func TestAttemptsNeverOverflow(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		worn := push(t, q, dbqueue.NewJob{Name: "worn"})
+		fresh := push(t, q, dbqueue.NewJob{Name: "fresh"})
+		db.Exec(t, "UPDATE jobs SET attempts = ? WHERE id = ?", math.MaxInt32-1, worn)
+		jobs, err := q.Reserve(ctx, 2)
+		if err != nil {
+			t.Fatalf("reserve: %v", err)
+		}
+		if len(jobs) != 1 || jobs[0].ID != fresh {
+			t.Fatalf("reserved %d jobs, want only job %d (the worn one failed)", len(jobs), fresh)
+		}
+		var exception string
+		if err := db.SQL.QueryRow("SELECT exception FROM failed_jobs").Scan(&exception); err != nil {
+			t.Fatalf("the worn job is not in failed_jobs: %v", err)
+		}
+		if !strings.Contains(exception, "attempts column") {
+			t.Errorf("failed_jobs.exception = %q, want it to say the attempts column is full", exception)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", worn); n != 0 {
+			t.Error("the worn job is still in jobs")
+		}
+	})
+}
+
+// When other claimers hold every job the MySQL claim's first candidates
+// name, the claim looks further instead of reporting an empty queue.
+func TestClaimLooksPastLockedJobs(t *testing.T) {
+	for _, d := range []dbqueue.Dialect{dbqueue.Postgres, dbqueue.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.New(t, d)
+			q := db.Queue(t)
+			const n = 5
+			jobs := make([]dbqueue.NewJob, 4*n)
+			for i := range jobs {
+				jobs[i] = dbqueue.NewJob{Name: "locked"}
+			}
+			ids, err := q.PushMany(ctx, jobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another claimer's transaction holds the first 3n rows (in READ
+			// COMMITTED, as claims run, so InnoDB locks no row past them).
+			tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			rows, err := tx.Query(db.Dialect.Rebind("SELECT id FROM jobs WHERE id <= ? FOR UPDATE"), ids[3*n-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Close()
+			got := reserve(t, q, n)
+			if len(got) != n {
+				t.Fatalf("reserved %d jobs while %d unlocked ones are ready, want %d", len(got), n, n)
+			}
+			for _, j := range got {
+				if j.ID <= ids[3*n-1] {
+					t.Errorf("reserved job %d, which another transaction holds", j.ID)
+				}
+			}
+		})
+	}
+}
+
+// Galera and MySQL multi-primary set auto_increment_increment above 1: the
+// ids PushMany returns must be the ones the rows got.
+func TestPushManyIdsWithAutoIncrementStep(t *testing.T) {
+	db := dbtest.New(t, dbqueue.MySQL)
+	q, err := dbqueue.Open(ctx, db.DSN+"&auto_increment_increment=3&auto_increment_offset=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	jobs := []dbqueue.NewJob{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	ids, err := q.PushMany(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.SQL.Query("SELECT id FROM jobs ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var stored []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, id)
+	}
+	if len(stored) != 3 || stored[1]-stored[0] != 3 {
+		t.Fatalf("the table holds ids %v; the test wants them 3 apart", stored)
+	}
+	for i := range stored {
+		if ids[i] != stored[i] {
+			t.Fatalf("PushMany returned %v, the table holds %v", ids, stored)
+		}
+	}
+}
+
+// Durations too large for Laravel's seconds arithmetic saturate or are
+// refused; they never wrap into the past.
+func TestHugeDurationsNeverWrap(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		if _, err := dbqueue.Open(context.Background(), db.DSN, dbqueue.WithRetryAfter(math.MaxInt64)); err == nil ||
+			!strings.Contains(err.Error(), "at most") {
+			t.Errorf("WithRetryAfter(MaxInt64): %v, want a refusal saying the limit", err)
+		}
+		q := db.Queue(t)
+		push(t, q, dbqueue.NewJob{Name: "far", Delay: math.MaxInt64})
+		if got := reserve(t, q, 1); len(got) != 0 {
+			t.Fatalf("a job delayed by %v ran now: its delay wrapped", time.Duration(math.MaxInt64))
+		}
+		push(t, q, dbqueue.NewJob{Name: "near"})
+		j := reserve(t, q, 1)[0]
+		if err := q.Release(ctx, j, math.MaxInt64); err != nil {
+			t.Fatal(err)
+		}
+		if got := reserve(t, q, 1); len(got) != 0 {
+			t.Fatalf("a job released for %v ran now: its delay wrapped", time.Duration(math.MaxInt64))
+		}
+	})
+}

@@ -1,0 +1,103 @@
+package dbqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// maxReserve bounds one claim.
+const maxReserve = 1000
+
+// ErrAttemptsExhausted is the cause a job is failed with when it has been
+// reserved as often as the attempts column can count (2,147,483,647 times):
+// a job that keeps coming back that often would otherwise overflow the
+// column and stop its whole queue.
+var ErrAttemptsExhausted = errors.New("dbqueue: the job was reserved as many times as the attempts column can count; it is failed so the queue keeps working (check what keeps giving it back)")
+
+// Reserve claims up to n available jobs, taking from the queues in the
+// order given (the default queue when none is named) until n are held. A
+// job is available when it is due and unreserved, or when its reservation
+// is older than retry_after (its holder died). Each claim adds one to the
+// job's attempts and draws a reservation token no other claim of the row
+// ever gets, so a holder whose reservation ran out can never finish
+// another holder's run.
+//
+// A row whose payload does not decode is moved to failed_jobs with the
+// decode error instead of being returned, so it never blocks the queue.
+func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, error) {
+	if n < 1 || n > maxReserve {
+		return nil, fmt.Errorf("dbqueue: Reserve(%d): n must be between 1 and %d", n, maxReserve)
+	}
+	if len(queues) == 0 {
+		queues = []string{q.queue}
+	}
+	var jobs []*Job
+	for _, name := range queues {
+		if err := checkQueueName(name); err != nil {
+			return jobs, err
+		}
+		got, err := q.reserveFrom(ctx, name, n-len(jobs))
+		if err != nil {
+			// Jobs already claimed from earlier queues are returned with
+			// the error so the caller can still finish them.
+			return jobs, err
+		}
+		jobs = append(jobs, got...)
+		if len(jobs) == n {
+			break
+		}
+	}
+	return jobs, nil
+}
+
+func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, error) {
+	var rows []dialect.JobRow
+	// Taken before the claim, so the local deadline is never late.
+	expires := time.Now().Add(q.RetryAfter())
+	err := sqldb.Retry(ctx, func() (err error) {
+		rows, err = q.sql.Claim(ctx, q.db, queue, q.retryAfter, n)
+		return err
+	})
+	if err != nil {
+		return nil, sqldb.Wrap("reserve", err)
+	}
+	jobs := make([]*Job, 0, len(rows))
+	var failErr error
+	for _, r := range rows {
+		job, badErr := newJob(r, expires)
+		if badErr == nil && job.Attempts >= dialect.MaxAttempts {
+			badErr = fmt.Errorf("job %d, attempt %d: %w", job.ID, job.Attempts, ErrAttemptsExhausted)
+		}
+		if badErr != nil {
+			failErr = errors.Join(failErr, q.Fail(ctx, job, badErr))
+			continue
+		}
+		jobs = append(jobs, job)
+	}
+	slices.SortFunc(jobs, compareJobs)
+	if failErr != nil {
+		// The bad rows stay reserved and come back after retry_after.
+		return jobs, fmt.Errorf("dbqueue: move malformed payloads to failed_jobs: %w", failErr)
+	}
+	return jobs, nil
+}
+
+// compareJobs orders a claim as the queue does: by availability, then id.
+func compareJobs(a, b *Job) int {
+	if c := a.AvailableAt.Compare(b.AvailableAt); c != 0 {
+		return c
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,21 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/core"
+)
+
+// queueExt is the worker side of a dbqueue.Queue, kept off its public API
+// and reached through internal/core.
+type queueExt interface {
+	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
+	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
+	Unreserve(ctx context.Context, job *dbqueue.Job) error
+	Wakeups(queues ...string) (<-chan struct{}, func())
+	WithKey(raw []byte, key string, value any) ([]byte, error)
+	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
+}
+
+func extOf(q *dbqueue.Queue) queueExt { return core.Of(q).Ext.(queueExt) }
