@@ -79,10 +79,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-// The module proxy here answers 403 for the newest pseudo-versions of these two
-// (pulled in through modernc.org/sqlite's and testcontainers/goose's own
-// dependencies); pin versions it serves so `go mod tidy` works.
-replace github.com/google/pprof => github.com/google/pprof v0.0.0-20251007162407-5df77e3f7d1d
-
-replace github.com/Azure/go-ansiterm => github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c
