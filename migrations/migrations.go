@@ -2,6 +2,11 @@
 // goose's Provider API: SQL embedded per dialect, no global state, its own
 // version table (dbqueue_migrations) so it never touches an application's
 // goose_db_version, and a lock so two processes migrating at once is safe.
+//
+// The SQL is a template per dialect, rendered for the table names given
+// WithTables, so several dbqueue installations can share one database.
+// FS hands the rendered files to other migration tools (goose,
+// golang-migrate, Atlas); see docs/migrations.md.
 package migrations
 
 import (
@@ -12,7 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
+	"log/slog"
 	"os"
 	"time"
 
@@ -23,10 +28,13 @@ import (
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
-//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql
+// files holds the SQL templates, rendered by render.
+//
+//go:embed postgres/*.sql.tmpl mysql/*.sql.tmpl sqlite/*.sql.tmpl
 var files embed.FS
 
-// VersionTable is the table where dbqueue records its applied migrations.
+// VersionTable is the table where dbqueue records the applied migrations
+// of the default table set (Tables.VersionTable names the others').
 const VersionTable = "dbqueue_migrations"
 
 // lockID is the PostgreSQL advisory lock key and MySQL lock row id
@@ -45,16 +53,29 @@ type Migrator struct {
 	provider *goose.Provider
 	db       *sql.DB
 	dialect  dbqueue.Dialect
+	tables   Tables
+	logger   *slog.Logger
+	widened  []Widening
 }
 
-// New returns a Migrator for db, opened with a driver for dialect.
-func New(db *sql.DB, dialect dbqueue.Dialect) (*Migrator, error) {
+// New returns a Migrator for db, opened with a driver for dialect. Options:
+// WithTables for table names other than jobs and failed_jobs, WithLogger.
+func New(db *sql.DB, dialect dbqueue.Dialect, options ...Option) (*Migrator, error) {
 	if db == nil {
 		return nil, errors.New("migrations: nil *sql.DB")
 	}
+	cfg := newConfig(options)
+	if cfg.format != formatGoose {
+		return nil, errors.New("migrations: FormatGolangMigrate is an option of FS only: New runs the migrations with goose")
+	}
+	if !cfg.loggerSet {
+		cfg.logger = slog.Default()
+	}
+	tables := cfg.tables
+	versionTable := tables.VersionTable()
 	var (
 		gd   goose.Dialect
-		opts = []goose.ProviderOption{goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true)}
+		opts = []goose.ProviderOption{goose.WithTableName(versionTable), goose.WithDisableGlobalRegistry(true)}
 	)
 	switch dialect {
 	case dbqueue.Postgres:
@@ -67,7 +88,7 @@ func New(db *sql.DB, dialect dbqueue.Dialect) (*Migrator, error) {
 	case dbqueue.MySQL:
 		gd = goose.DialectMySQL
 		locker, err := lock.NewMySQLTableLocker(
-			lock.WithTableName(VersionTable+"_lock"),
+			lock.WithTableName(versionTable+"_lock"),
 			lock.WithTableLockID(lockID),
 			lock.WithTableLockTimeout(200*time.Millisecond, 1500),
 		)
@@ -80,19 +101,38 @@ func New(db *sql.DB, dialect dbqueue.Dialect) (*Migrator, error) {
 		// without a lock two processes starting at once both apply the same
 		// migration. goose has no SQLite locker; sqliteLocker is one.
 		gd = goose.DialectSQLite3
-		opts = append(opts, goose.WithLocker(newSQLiteLocker()))
+		opts = append(opts, goose.WithLocker(newSQLiteLocker(versionTable+"_lock")))
 	default:
 		return nil, fmt.Errorf("migrations: unknown dialect %q: use dbqueue.Postgres, dbqueue.MySQL or dbqueue.SQLite", dialect)
 	}
-	sub, err := fs.Sub(files, string(dialect))
+	rendered, err := render(dialect, tables)
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(gd, db, sub, opts...)
+	p, err := goose.NewProvider(gd, db, rendered, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	return &Migrator{provider: p, db: db, dialect: dialect}, nil
+	return &Migrator{provider: p, db: db, dialect: dialect, tables: tables, logger: cfg.logger}, nil
+}
+
+// ensureSchema creates the PostgreSQL schema WithTables names, when
+// missing, before goose creates its version table there.
+func (m *Migrator) ensureSchema(ctx context.Context) error {
+	if m.tables.Schema == "" {
+		return nil
+	}
+	var n int
+	if err := m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_namespace WHERE nspname = $1", m.tables.Schema).Scan(&n); err != nil {
+		return fmt.Errorf("look for schema %s: %w", m.tables.Schema, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := m.db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+m.tables.Schema); err != nil {
+		return fmt.Errorf("create schema %s (create it yourself, or grant CREATE on the database): %w", m.tables.Schema, err)
+	}
+	return nil
 }
 
 // checkLockable fails fast, saying what to do, when goose's lock cannot work
@@ -112,17 +152,45 @@ func (m *Migrator) checkLockable(ctx context.Context) error {
 	return nil
 }
 
-// Up applies every pending migration.
+// Up applies every pending migration. When it widens the columns of an
+// existing jobs table (one Laravel created), it says so through the
+// logger (WithLogger) and Widened lists the columns.
 func (m *Migrator) Up(ctx context.Context) ([]*Result, error) {
+	m.widened = nil
 	if err := m.checkLockable(ctx); err != nil {
 		return nil, fmt.Errorf("migrations: up: %w", err)
 	}
+	if err := m.ensureSchema(ctx); err != nil {
+		return nil, fmt.Errorf("migrations: up: %w", err)
+	}
+	before, err := columnTypes(ctx, m.db, m.dialect, m.tables)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: up: %w", err)
+	}
 	res, err := m.provider.Up(ctx)
+	if len(res) > 0 && len(before) > 0 {
+		after, terr := columnTypes(ctx, m.db, m.dialect, m.tables)
+		if terr == nil {
+			m.widened = widenings(m.tables, before, after)
+			for _, w := range m.widened {
+				if m.logger != nil {
+					m.logger.InfoContext(ctx, "dbqueue migrations: "+w.String())
+				}
+			}
+		} else if err == nil {
+			err = terr
+		}
+	}
 	if err != nil {
 		return res, fmt.Errorf("migrations: up: %w", err)
 	}
 	return res, nil
 }
+
+// Widened lists the columns of an existing jobs table that the last Up
+// widened (Laravel's narrow attempts and times), empty when it widened
+// none.
+func (m *Migrator) Widened() []Widening { return m.widened }
 
 // Down rolls back the most recent migration. It drops tables and the jobs in
 // them.
@@ -159,9 +227,10 @@ func (m *Migrator) Version(ctx context.Context) (int64, error) {
 }
 
 // Up applies dbqueue's pending migrations to db: the call for applications
-// that migrate at start-up.
-func Up(ctx context.Context, db *sql.DB, dialect dbqueue.Dialect) error {
-	m, err := New(db, dialect)
+// that migrate at start-up. Widened columns are logged to slog.Default()
+// unless WithLogger says otherwise.
+func Up(ctx context.Context, db *sql.DB, dialect dbqueue.Dialect, opts ...Option) error {
+	m, err := New(db, dialect, opts...)
 	if err != nil {
 		return err
 	}
@@ -172,7 +241,7 @@ func Up(ctx context.Context, db *sql.DB, dialect dbqueue.Dialect) error {
 // UpDSN is Up on the database a dbqueue DSN names (see dbqueue.ParseDSN):
 // for programs that are handed a DSN and want the tables before opening
 // the queue.
-func UpDSN(ctx context.Context, dsn string) error {
+func UpDSN(ctx context.Context, dsn string, opts ...Option) error {
 	parsed, err := dbqueue.ParseDSN(dsn)
 	if err != nil {
 		return err
@@ -182,17 +251,16 @@ func UpDSN(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer db.Close()
-	return Up(ctx, db, parsed.Dialect)
+	return Up(ctx, db, parsed.Dialect, opts...)
 }
 
-// sqliteLockTable holds the row a SQLite migrator owns while it migrates.
-const sqliteLockTable = VersionTable + "_lock"
 
 // sqliteLocker is a goose.Locker for SQLite: one lock row, taken with an
 // upsert that succeeds only when the row is free or its lease has run out,
 // and kept alive by a heartbeat, so a migrator that died frees the lock
 // after the lease.
 type sqliteLocker struct {
+	table     string // holds the row a migrator owns while it migrates
 	owner     string
 	lease     time.Duration
 	heartbeat time.Duration
@@ -203,11 +271,12 @@ type sqliteLocker struct {
 	done chan struct{}
 }
 
-func newSQLiteLocker() *sqliteLocker {
+func newSQLiteLocker(table string) *sqliteLocker {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	host, _ := os.Hostname()
 	return &sqliteLocker{
+		table:     table,
 		owner:     fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
 		lease:     30 * time.Second,
 		heartbeat: 5 * time.Second,
@@ -220,11 +289,11 @@ const sqliteNow = "CAST(strftime('%s','now') AS INTEGER)"
 
 // Lock waits until this migrator holds the lock row.
 func (l *sqliteLocker) Lock(ctx context.Context, db *sql.DB) error {
-	create := "CREATE TABLE IF NOT EXISTS " + sqliteLockTable +
+	create := "CREATE TABLE IF NOT EXISTS " + l.table +
 		" (id INTEGER PRIMARY KEY, locked_by TEXT NOT NULL, expires_at INTEGER NOT NULL)"
-	take := "INSERT INTO " + sqliteLockTable + " (id, locked_by, expires_at) VALUES (?, ?, " + sqliteNow + " + ?)" +
+	take := "INSERT INTO " + l.table + " (id, locked_by, expires_at) VALUES (?, ?, " + sqliteNow + " + ?)" +
 		" ON CONFLICT (id) DO UPDATE SET locked_by = excluded.locked_by, expires_at = excluded.expires_at" +
-		" WHERE " + sqliteLockTable + ".expires_at < " + sqliteNow
+		" WHERE " + l.table + ".expires_at < " + sqliteNow
 	deadline := time.Now().Add(l.timeout)
 	for {
 		_, err := db.ExecContext(ctx, create)
@@ -242,7 +311,7 @@ func (l *sqliteLocker) Lock(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("take the migration lock: %w", err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("another process has been migrating this database for %v (row %d of %s): wait for it, or delete that row if none is running", l.timeout, lockID, sqliteLockTable)
+			return fmt.Errorf("another process has been migrating this database for %v (row %d of %s): wait for it, or delete that row if none is running", l.timeout, lockID, l.table)
 		}
 		select {
 		case <-ctx.Done():
@@ -255,7 +324,7 @@ func (l *sqliteLocker) Lock(ctx context.Context, db *sql.DB) error {
 func (l *sqliteLocker) startHeartbeat(ctx context.Context, db *sql.DB) {
 	ctx, l.stop = context.WithCancel(context.WithoutCancel(ctx))
 	l.done = make(chan struct{})
-	renew := "UPDATE " + sqliteLockTable + " SET expires_at = " + sqliteNow + " + ? WHERE id = ? AND locked_by = ?"
+	renew := "UPDATE " + l.table + " SET expires_at = " + sqliteNow + " + ? WHERE id = ? AND locked_by = ?"
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(l.heartbeat)
@@ -281,7 +350,7 @@ func (l *sqliteLocker) Unlock(ctx context.Context, db *sql.DB) error {
 		l.stop, l.done = nil, nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	free := "DELETE FROM " + sqliteLockTable + " WHERE id = ? AND locked_by = ?"
+	free := "DELETE FROM " + l.table + " WHERE id = ? AND locked_by = ?"
 	var err error
 	for range 100 {
 		if _, err = db.ExecContext(ctx, free, lockID, l.owner); err == nil || !sqldb.IsRetryable(err) {

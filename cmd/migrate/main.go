@@ -4,8 +4,11 @@
 //	DATABASE_URL=mysql://root@127.0.0.1:3306/app go run ./cmd/migrate status
 //	go run ./cmd/migrate up -dsn sqlite:./queue.db
 //
-// Commands: up, down, status, version. The DSN comes from -dsn or
-// DATABASE_URL.
+// Commands: up, down, status, version, export. The DSN comes from -dsn or
+// DATABASE_URL; -jobs, -failed and -schema name tables other than jobs and
+// failed_jobs. export writes the SQL for another migration tool:
+//
+//	go run ./cmd/migrate export -dialect mysql -format golang-migrate -dir db/migrations
 package main
 
 import (
@@ -15,8 +18,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -27,16 +32,21 @@ import (
 	"github.com/dbqueue/dbqueue/migrations"
 )
 
-const usage = `usage: migrate [-dsn DSN] up|down|status|version
+const usage = `usage: migrate [-dsn DSN] [-jobs T -failed T -schema S] up|down|status|version|export
 
   up       apply pending migrations (creates jobs and failed_jobs)
   down     roll back the last migration (drops the tables and their jobs)
   status   list migrations and whether each is applied
   version  print the newest applied migration
+  export   write the migrations' SQL to -dir for goose, golang-migrate or Atlas:
+           migrate export -dialect postgres|mysql|sqlite [-format goose|golang-migrate] -dir DIR
 
 The DSN comes from -dsn or $DATABASE_URL:
   postgres://user:pass@host:5432/db   mysql://user:pass@host:3306/db
   user:pass@tcp(host:3306)/db         sqlite:./queue.db
+
+Table names (default jobs and failed_jobs in the current schema):
+  -jobs NAME  -failed NAME  -schema NAME (PostgreSQL only)
 `
 
 func main() {
@@ -53,6 +63,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	dsn := fs.String("dsn", os.Getenv("DATABASE_URL"), "database DSN (default $DATABASE_URL)")
+	var tables migrations.Tables
+	fs.StringVar(&tables.Jobs, "jobs", "", "jobs table (default jobs)")
+	fs.StringVar(&tables.Failed, "failed", "", "failed jobs table (default failed_jobs)")
+	fs.StringVar(&tables.Schema, "schema", "", "PostgreSQL schema of the tables (default: the current schema)")
+	dialect := fs.String("dialect", "", "export: postgres, mysql or sqlite (default: the DSN's)")
+	format := fs.String("format", "goose", "export: goose or golang-migrate")
+	dir := fs.String("dir", "", "export: the directory to write the SQL files to")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h: the usage is printed, and asking for it is no failure
@@ -74,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "up", "down", "status", "version":
+	case "export":
+		return export(*dialect, *dsn, *format, *dir, tables, stdout)
 	case "":
 		return errors.New("no command given\n" + usage)
 	default:
@@ -94,7 +113,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("cannot reach the %s database: %w", parsed.Dialect, err)
 	}
-	m, err := migrations.New(db, parsed.Dialect)
+	// Widened columns are printed below, not logged.
+	m, err := migrations.New(db, parsed.Dialect, migrations.WithTables(tables), migrations.WithLogger(nil))
 	if err != nil {
 		return err
 	}
@@ -103,6 +123,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		results, err := m.Up(ctx)
 		for _, r := range results {
 			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
+		}
+		for _, w := range m.Widened() {
+			fmt.Fprintln(stdout, w)
 		}
 		if err == nil && len(results) == 0 {
 			fmt.Fprintln(stdout, "no pending migrations")
@@ -131,4 +154,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+}
+
+// export writes the rendered migrations to dir.
+func export(dialect, dsn, format, dir string, tables migrations.Tables, stdout io.Writer) error {
+	if dir == "" {
+		return errors.New("export: name the directory to write to with -dir DIR\n" + usage)
+	}
+	d := dbqueue.Dialect(dialect)
+	if dialect == "" {
+		if strings.TrimSpace(dsn) == "" {
+			return errors.New("export: name the dialect with -dialect postgres|mysql|sqlite (or pass -dsn)\n" + usage)
+		}
+		parsed, err := dbqueue.ParseDSN(dsn)
+		if err != nil {
+			return err
+		}
+		d = parsed.Dialect
+	}
+	opts := []migrations.Option{migrations.WithTables(tables)}
+	switch format {
+	case "goose":
+	case "golang-migrate":
+		opts = append(opts, migrations.FormatGolangMigrate)
+	default:
+		return fmt.Errorf("export: unknown -format %q: use goose or golang-migrate", format)
+	}
+	fsys, err := migrations.FS(d, opts...)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := os.CopyFS(dir, fsys); err != nil {
+		if errors.Is(err, iofs.ErrExist) {
+			return fmt.Errorf("export: %w: remove the old files first, or choose another -dir", err)
+		}
+		return fmt.Errorf("export: %w", err)
+	}
+	names, _ := iofs.Glob(fsys, "*")
+	for _, name := range names {
+		fmt.Fprintln(stdout, "wrote", filepath.Join(dir, name))
+	}
+	return nil
 }

@@ -7,7 +7,11 @@
 //  1. DBQUEUE_TEST_POSTGRES_DSN and DBQUEUE_TEST_MYSQL_DSN, e.g.
 //     postgres://postgres@127.0.0.1:5432/test and root@tcp(127.0.0.1:3306)/test.
 //     The user must be allowed to create schemas (PostgreSQL) and databases (MySQL).
-//  2. testcontainers-go, where a Docker engine answers.
+//  2. Containers, where a Docker engine seems present (DOCKER_HOST is set
+//     or /var/run/docker.sock exists): the nested module in ./containers,
+//     run once per test binary with `go run`, starts them with
+//     testcontainers-go and prints their DSNs. It is a module of its own
+//     so that testcontainers stays out of dbqueue's go.mod and go.sum.
 //  3. Otherwise the dialect's tests skip, naming the variables — except when
 //     CI is set, where a missing database fails the test.
 //
@@ -15,14 +19,21 @@
 package dbtest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -30,9 +41,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql access for assertions
-	"github.com/testcontainers/testcontainers-go"
-	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/dbqueue/dbqueue"
 	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // every test runs on all three
@@ -239,22 +247,26 @@ func server(t testing.TB, d dbqueue.Dialect) string {
 	if reason, ok := servers.reason[d]; ok {
 		missing(t, reason)
 	}
-	env := EnvPostgres
-	if d == dbqueue.MySQL {
-		env = EnvMySQL
-	}
+	env := envOf(d)
 	if dsn := os.Getenv(env); dsn != "" {
 		servers.dsn[d] = dsn
 		return dsn
 	}
-	dsn, err := startContainer(d)
+	dsn, err := containerDSN(d)
 	if err != nil {
-		servers.reason[d] = fmt.Sprintf("no %s test database: set %s (e.g. %s), or run a Docker engine for testcontainers (%v)",
+		servers.reason[d] = fmt.Sprintf("no %s test database: set %s (e.g. %s), or run a Docker engine so dbtest can start one (%v)",
 			d, env, example(d), err)
 		missing(t, servers.reason[d])
 	}
 	servers.dsn[d] = dsn
 	return dsn
+}
+
+func envOf(d dbqueue.Dialect) string {
+	if d == dbqueue.MySQL {
+		return EnvMySQL
+	}
+	return EnvPostgres
 }
 
 func example(d dbqueue.Dialect) string {
@@ -274,37 +286,150 @@ func missing(t testing.TB, reason string) {
 	t.Skip(reason)
 }
 
-func startContainer(d dbqueue.Dialect) (dsn string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("testcontainers: %v", r)
+// containers is the one helper process per test binary that runs the
+// database containers: the nested module in ./containers, which keeps
+// testcontainers-go out of dbqueue's go.mod. It starts a server for each
+// dialect whose variable is unset, prints their DSNs as JSON, and keeps
+// them until its stdin (held by this process, never closed) reaches EOF
+// when the test binary exits.
+var containers struct {
+	once    sync.Once
+	servers containerServers
+	err     error
+}
+
+type containerServers struct {
+	Postgres      string `json:"postgres"`
+	PostgresError string `json:"postgres_error"`
+	MySQL         string `json:"mysql"`
+	MySQLError    string `json:"mysql_error"`
+}
+
+// containerDSN returns the DSN of the dialect's container, starting the
+// helper on first use.
+func containerDSN(d dbqueue.Dialect) (string, error) {
+	containers.once.Do(func() {
+		containers.servers, containers.err = startContainers()
+	})
+	if containers.err != nil {
+		return "", containers.err
+	}
+	dsn, msg := containers.servers.Postgres, containers.servers.PostgresError
+	if d == dbqueue.MySQL {
+		dsn, msg = containers.servers.MySQL, containers.servers.MySQLError
+	}
+	if dsn == "" {
+		if msg == "" {
+			msg = "the containers helper printed no DSN"
 		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	provider, err := testcontainers.ProviderDefault.GetProvider()
+		return "", fmt.Errorf("containers helper: %s", msg)
+	}
+	return dsn, nil
+}
+
+// dockerPresent is a cheap guess that a Docker engine exists, so that
+// machines without one skip at once instead of compiling testcontainers.
+func dockerPresent() bool {
+	if os.Getenv("DOCKER_HOST") != "" {
+		return true
+	}
+	_, err := os.Stat("/var/run/docker.sock")
+	return err == nil
+}
+
+// containersDir is the nested module's directory, next to this file.
+func containersDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate internal/dbtest's source")
+	}
+	dir := filepath.Join(filepath.Dir(file), "containers")
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return "", fmt.Errorf("no containers module at %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+func startContainers() (containerServers, error) {
+	var none containerServers
+	if !dockerPresent() {
+		return none, errors.New("no Docker engine: neither DOCKER_HOST nor /var/run/docker.sock")
+	}
+	dir, err := containersDir()
 	if err != nil {
-		return "", err
+		return none, err
 	}
-	defer provider.Close()
-	if err := provider.Health(ctx); err != nil {
-		return "", err
-	}
-	switch d {
-	case dbqueue.Postgres:
-		c, err := tcpostgres.Run(ctx, "postgres:16-alpine",
-			tcpostgres.WithDatabase("test"), tcpostgres.BasicWaitStrategies())
-		if err != nil {
-			return "", err
+	var args []string
+	for _, d := range []dbqueue.Dialect{dbqueue.Postgres, dbqueue.MySQL} {
+		if os.Getenv(envOf(d)) == "" {
+			args = append(args, "-"+string(d))
 		}
-		return c.ConnectionString(ctx, "sslmode=disable")
-	default:
-		c, err := tcmysql.Run(ctx, "mysql:8.4", tcmysql.WithDatabase("test"),
-			tcmysql.WithUsername("root"), tcmysql.WithPassword("test"))
-		if err != nil {
-			return "", err
-		}
-		conn, err := c.ConnectionString(ctx)
-		return strings.TrimSpace(conn), err
 	}
+	cmd := osexec.Command("go", append([]string{"run", "."}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"), "GOWORK=off")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return none, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return none, err
+	}
+	if err := cmd.Start(); err != nil {
+		return none, fmt.Errorf("go run %s: %w", dir, err)
+	}
+	// Kept for the life of the test binary: the helper stops its containers
+	// when this pipe closes, at exit.
+	containerStdin = stdin
+
+	type result struct {
+		line []byte
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadBytes('\n')
+		got <- result{line, err}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case r := <-got:
+		var s containerServers
+		if r.err != nil || json.Unmarshal(r.line, &s) != nil {
+			_ = cmd.Process.Kill()
+			return none, fmt.Errorf("go run in %s printed no DSNs (%q, %v): %s", dir, r.line, r.err, stderr.tail())
+		}
+		return s, nil
+	case <-time.After(10 * time.Minute):
+		_ = cmd.Process.Kill()
+		return none, fmt.Errorf("go run in %s printed no DSNs in 10m: %s", dir, stderr.tail())
+	}
+}
+
+// containerStdin holds the helper's stdin open until the test binary exits.
+var containerStdin io.WriteCloser
+
+// lockedBuffer collects the helper's stderr for error messages.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) tail() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := strings.TrimSpace(b.buf.String())
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return s
 }

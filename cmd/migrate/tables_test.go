@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+)
+
+// up on the tables Laravel made prints a line for each column it widened.
+func TestUpPrintsWidened(t *testing.T) {
+	want := map[dbqueue.Dialect]string{
+		dbqueue.MySQL:    "widened jobs.attempts from tinyint unsigned to int unsigned (Laravel's type overflows at 255)\n",
+		dbqueue.Postgres: "widened jobs.attempts from smallint to integer (Laravel's type overflows at 32767)\n",
+	}
+	for d, line := range want {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.Empty(t, d)
+			for _, stmt := range laravelStatements(t, d) {
+				db.Exec(t, stmt)
+			}
+			out := mustMigrate(t, "up", "-dsn", db.DSN)
+			if !strings.Contains(out, line) || strings.Count(out, "widened jobs.") != 4 {
+				t.Fatalf("up printed:\n%s\nwant four widened lines, among them %q", out, line)
+			}
+			if out := mustMigrate(t, "up", "-dsn", db.DSN); strings.Contains(out, "widened") {
+				t.Fatalf("second up printed %q", out)
+			}
+		})
+	}
+}
+
+// -jobs, -failed and -schema name the tables up creates.
+func TestTableFlags(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.Empty(t, d)
+			mustMigrate(t, "up", "-dsn", db.DSN, "-jobs", "mail_jobs", "-failed", "mail_failed")
+			db.Exec(t, "INSERT INTO mail_jobs (queue, payload, attempts, available_at, created_at) VALUES ('default', '{}', 0, 1, 1)")
+			if n := db.Count(t, "SELECT COUNT(*) FROM mail_failed"); n != 0 {
+				t.Fatal(n)
+			}
+			if _, err := db.SQL.Exec("SELECT id FROM jobs"); err == nil {
+				t.Fatal("up -jobs mail_jobs made a jobs table too")
+			}
+			if out := mustMigrate(t, "version", "-dsn", db.DSN); strings.TrimSpace(out) != "0" {
+				t.Fatalf("the default set's version printed %q, want 0", out)
+			}
+			if out := mustMigrate(t, "version", "-dsn", db.DSN, "-jobs", "mail_jobs", "-failed", "mail_failed"); strings.TrimSpace(out) != "3" {
+				t.Fatalf("mail_jobs' version printed %q, want 3", out)
+			}
+			_, _, err := migrate(t, "up", "-dsn", db.DSN, "-jobs", "Mail-Jobs")
+			if err == nil || !strings.Contains(err.Error(), "lower-case letters") {
+				t.Fatalf("up -jobs Mail-Jobs: %v", err)
+			}
+		})
+	}
+}
+
+func TestExport(t *testing.T) {
+	dir := t.TempDir()
+	out := mustMigrate(t, "export", "-dialect", "mysql", "-format", "golang-migrate", "-dir", dir, "-jobs", "mail_jobs")
+	if strings.Count(out, "wrote ") != 6 {
+		t.Fatalf("export printed %q, want six files", out)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Contains(names, "00001_create_jobs.up.sql") || !slices.Contains(names, "00003_reservation_token.down.sql") {
+		t.Fatalf("export wrote %v", names)
+	}
+	up, _ := os.ReadFile(filepath.Join(dir, "00001_create_jobs.up.sql"))
+	if !strings.Contains(string(up), "CREATE TABLE IF NOT EXISTS mail_jobs (") || strings.Contains(string(up), "+goose") {
+		t.Fatalf("00001_create_jobs.up.sql:\n%s", up)
+	}
+	if _, _, err := migrate(t, "export", "-dialect", "mysql", "-format", "golang-migrate", "-dir", dir); err == nil || !strings.Contains(err.Error(), "remove the old files") {
+		t.Fatalf("export over existing files: %v", err)
+	}
+
+	goose := t.TempDir()
+	mustMigrate(t, "export", "-dsn", "sqlite:./q.db", "-dir", goose)
+	src, err := os.ReadFile(filepath.Join(goose, "00001_create_jobs.sql"))
+	if err != nil || !strings.Contains(string(src), "-- +goose Up") || !strings.Contains(string(src), "AUTOINCREMENT") {
+		t.Fatalf("goose export for a sqlite DSN: %v\n%s", err, src)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", "-dialect", "mysql"}, "-dir"},
+		{[]string{"export", "-dir", goose}, "-dialect"},
+		{[]string{"export", "-dialect", "oracle", "-dir", t.TempDir()}, "unknown dialect"},
+		{[]string{"export", "-dialect", "mysql", "-format", "flyway", "-dir", t.TempDir()}, "goose or golang-migrate"},
+		{[]string{"export", "-dialect", "mysql", "-schema", "app", "-dir", t.TempDir()}, "PostgreSQL only"},
+	} {
+		t.Setenv("DATABASE_URL", "")
+		if _, _, err := migrate(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("migrate %q: %v; want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// laravelStatements returns the DDL Laravel emitted, as recorded in
+// testdata/laravel/schema_*.sql.
+func laravelStatements(t *testing.T, d dbqueue.Dialect) []string {
+	t.Helper()
+	name := map[dbqueue.Dialect]string{dbqueue.Postgres: "pgsql", dbqueue.MySQL: "mysql", dbqueue.SQLite: "sqlite"}[d]
+	f, err := os.Open("../../testdata/laravel/schema_" + name + ".sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stmts []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "-- Statements Laravel emitted:"):
+			in = true
+		case in && strings.HasPrefix(line, "--   "):
+			stmts = append(stmts, strings.TrimSuffix(strings.TrimPrefix(line, "--   "), ";"))
+		case in:
+			in = false
+		}
+	}
+	if len(stmts) < 3 {
+		t.Fatalf("no Laravel statements in %s", f.Name())
+	}
+	return stmts
+}

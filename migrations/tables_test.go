@@ -1,0 +1,366 @@
+package migrations_test
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"io/fs"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/migrations"
+)
+
+var billing = migrations.Tables{Jobs: "billing_jobs", Failed: "billing_failed"}
+
+// Two table sets in one database migrate independently: each has its own
+// tables, signals and version table, and rolling one back leaves the
+// other, and its jobs, alone.
+func TestTwoTableSets(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
+		if billing.VersionTable() != "billing_jobs_dbqueue_migrations" || billing.SignalsTable() != "billing_jobs_signals" {
+			t.Fatalf("billing's version and signals tables: %s, %s", billing.VersionTable(), billing.SignalsTable())
+		}
+		if err := migrations.Up(ctx, db.SQL, db.Dialect); err != nil {
+			t.Fatal(err)
+		}
+		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at) VALUES ('default', '{}', 0, 1, 1)")
+		m, err := migrations.New(db.SQL, db.Dialect, migrations.WithTables(billing))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := m.Version(ctx); err != nil || v != 0 {
+			t.Fatalf("billing's version with only the default set migrated: %d, %v; want 0", v, err)
+		}
+		vs := versions(t, m)
+		if res, err := m.Up(ctx); err != nil || len(res) != len(vs) {
+			t.Fatalf("billing up: %v, %v; want %d migrations applied", res, err, len(vs))
+		}
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", migrations.VersionTable,
+			"billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_dbqueue_migrations")
+		for _, v := range vs {
+			if n := db.Count(t, "SELECT COUNT(*) FROM billing_jobs_dbqueue_migrations WHERE version_id = ?", v); n != 1 {
+				t.Errorf("%d rows for version %d in billing's version table, want 1", n, v)
+			}
+		}
+		wantApplied(t, db, vs)
+		// The billing tables have the indexes and columns the queue needs.
+		db.Exec(t, "INSERT INTO billing_jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
+		db.Exec(t, "INSERT INTO billing_failed (uuid, connection, queue, payload, exception) VALUES ('u', 'database', 'default', '{}', 'boom')")
+		for _, idx := range map[dbqueue.Dialect][]string{
+			dbqueue.Postgres: {"billing_jobs_queue_ready_idx", "billing_jobs_queue_reserved_idx", "billing_failed_failed_at_idx"},
+			dbqueue.MySQL:    {"billing_jobs_queue_reserved_available_idx", "billing_failed_uuid_unique", "billing_failed_failed_at_idx"},
+			dbqueue.SQLite:   {"billing_jobs_queue_ready_idx", "billing_jobs_queue_reserved_idx", "billing_failed_failed_at_idx"},
+		}[db.Dialect] {
+			if !indexExists(t, db, idx) {
+				t.Errorf("index %s missing", idx)
+			}
+		}
+
+		// Roll billing all the way back: the default set stays, with its job.
+		for range vs {
+			if _, err := m.Down(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
+			t.Fatalf("rolling billing back left %d rows in jobs, want 1", n)
+		}
+		def, err := migrations.New(db.SQL, db.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := def.Version(ctx); err != nil || v != vs[len(vs)-1] {
+			t.Fatalf("default set's version after billing rolled back: %d, %v", v, err)
+		}
+	})
+}
+
+// A PostgreSQL schema holds a table set, version table included, and Up
+// creates the schema.
+func TestPostgresSchema(t *testing.T) {
+	db := dbtest.Empty(t, dbqueue.Postgres)
+	schema := "dbq_schema_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_"))
+	t.Cleanup(func() { db.Exec(t, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	db.Exec(t, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	tables := migrations.Tables{Schema: schema}
+	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"jobs", "failed_jobs", "dbqueue_signals", migrations.VersionTable} {
+		if n := db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", schema, table); n != 1 {
+			t.Errorf("table %s.%s missing", schema, table)
+		}
+	}
+	wantTables(t, db, false, "jobs", migrations.VersionTable)
+	if n := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"); n != 3 {
+		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want 3", n, schema)
+	}
+	// A second Up finds the schema and has nothing to do.
+	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func indexExists(t *testing.T, db *dbtest.DB, name string) bool {
+	t.Helper()
+	query := "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?"
+	switch db.Dialect {
+	case dbqueue.Postgres:
+		query = "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ?"
+	case dbqueue.MySQL:
+		query = "SELECT COUNT(DISTINCT index_name) FROM information_schema.statistics WHERE table_schema = DATABASE() AND index_name = ?"
+	}
+	return db.Count(t, query, name) == 1
+}
+
+func TestBadTableNames(t *testing.T) {
+	db := dbtest.Empty(t, dbqueue.SQLite)
+	long := strings.Repeat("j", 40)
+	for _, c := range []struct {
+		tables  migrations.Tables
+		dialect dbqueue.Dialect
+		want    string
+	}{
+		{migrations.Tables{Jobs: "jobs; DROP TABLE users"}, dbqueue.SQLite, "lower-case letters, digits and underscores"},
+		{migrations.Tables{Jobs: "Jobs"}, dbqueue.SQLite, "lower-case letters"},
+		{migrations.Tables{Failed: "1failed"}, dbqueue.SQLite, "not starting with a digit"},
+		{migrations.Tables{Jobs: "my-jobs"}, dbqueue.SQLite, "Jobs \"my-jobs\""},
+		{migrations.Tables{Jobs: "x", Failed: "x"}, dbqueue.SQLite, "two different tables"},
+		{migrations.Tables{Jobs: long}, dbqueue.SQLite, "too long"},
+		{migrations.Tables{Failed: long + "__________"}, dbqueue.SQLite, "Failed is too long"},
+		{migrations.Tables{Schema: "app"}, dbqueue.SQLite, "PostgreSQL only"},
+		{migrations.Tables{Schema: "app"}, dbqueue.MySQL, "PostgreSQL only"},
+		{migrations.Tables{Schema: "public.x"}, dbqueue.Postgres, "Schema"},
+	} {
+		if err := c.tables.Validate(c.dialect); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v on %s: %v; want an error containing %q", c.tables, c.dialect, err, c.want)
+		}
+		if _, err := migrations.FS(c.dialect, migrations.WithTables(c.tables)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("FS %+v on %s: %v; want an error containing %q", c.tables, c.dialect, err, c.want)
+		}
+		if c.dialect == dbqueue.SQLite {
+			if err := migrations.Up(ctx, db.SQL, c.dialect, migrations.WithTables(c.tables)); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Up %+v: %v; want an error containing %q", c.tables, err, c.want)
+			}
+		}
+	}
+	if err := (migrations.Tables{Jobs: strings.Repeat("j", 30), Schema: "app_1"}).Validate(dbqueue.Postgres); err != nil {
+		t.Errorf("a valid set: %v", err)
+	}
+	if _, err := migrations.New(db.SQL, dbqueue.SQLite, migrations.FormatGolangMigrate); err == nil || !strings.Contains(err.Error(), "FS only") {
+		t.Errorf("New with FormatGolangMigrate: %v", err)
+	}
+	if tables := db.Count(t, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"); tables != 0 {
+		t.Errorf("rejected names left %d tables", tables)
+	}
+}
+
+// FS renders goose files an application's own goose runs (up to the end
+// and back down), with the default names or others.
+func TestFSWithGoose(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
+		for _, tables := range []migrations.Tables{{}, billing} {
+			fsys, err := migrations.FS(db.Dialect, migrations.WithTables(tables))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names, err := fs.Glob(fsys, "*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql"}
+			if !slices.Equal(names, want) {
+				t.Fatalf("FS files %v, want %v", names, want)
+			}
+			for _, name := range names {
+				src, _ := fs.ReadFile(fsys, name)
+				if bytes.Contains(src, []byte("{{")) || !bytes.Contains(src, []byte("-- +goose Up\n")) || !bytes.Contains(src, []byte("-- +goose Down\n")) {
+					t.Errorf("%s is not rendered goose SQL:\n%s", name, src)
+				}
+				if tables.Jobs != "" && regexpWord("jobs").Match(stripComments(src)) {
+					t.Errorf("%s for %+v still names the jobs table:\n%s", name, tables, src)
+				}
+			}
+			gd := map[dbqueue.Dialect]goose.Dialect{dbqueue.Postgres: goose.DialectPostgres, dbqueue.MySQL: goose.DialectMySQL, dbqueue.SQLite: goose.DialectSQLite3}[db.Dialect]
+			p, err := goose.NewProvider(gd, db.SQL, fsys, goose.WithTableName("app_goose_"+tables.JobsTable()), goose.WithDisableGlobalRegistry(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := p.Up(ctx); err != nil || len(res) != 3 {
+				t.Fatalf("goose up on FS(%s, %+v): %v, %v", db.Dialect, tables, res, err)
+			}
+			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable())
+			if _, err := p.DownTo(ctx, 0); err != nil {
+				t.Fatalf("goose down on FS(%s, %+v): %v", db.Dialect, tables, err)
+			}
+			wantTables(t, db, false, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable())
+		}
+	})
+}
+
+// FormatGolangMigrate's files, run as golang-migrate runs them (each file
+// one multi-statement exec, ups in order, downs in reverse), create and
+// drop the tables.
+func TestFSGolangMigrate(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
+		fsys, err := migrations.FS(db.Dialect, migrations.FormatGolangMigrate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups, _ := fs.Glob(fsys, "*.up.sql")
+		downs, _ := fs.Glob(fsys, "*.down.sql")
+		all, _ := fs.Glob(fsys, "*")
+		if len(ups) != 3 || len(downs) != 3 || len(all) != 6 || ups[0] != "00001_create_jobs.up.sql" {
+			t.Fatalf("golang-migrate files %v", all)
+		}
+		conn := db.SQL
+		if db.Dialect == dbqueue.MySQL {
+			// golang-migrate's MySQL driver needs multiStatements=true too.
+			parsed, err := dbqueue.ParseDSN(db.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if conn, err = sql.Open("mysql", parsed.Conn+"&multiStatements=true"); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+		}
+		run := func(name string) {
+			t.Helper()
+			src, err := fs.ReadFile(fsys, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(src, []byte("+goose")) {
+				t.Errorf("%s has goose annotations:\n%s", name, src)
+			}
+			if _, err := conn.ExecContext(ctx, string(src)); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		for _, name := range ups {
+			run(name)
+		}
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
+		for i := len(downs) - 1; i >= 0; i-- {
+			run(downs[i])
+		}
+		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals")
+	})
+}
+
+// Up on the tables Laravel's queue:table made widens attempts and the times,
+// and says so, column by column; on tables dbqueue made it says nothing.
+func TestUpReportsWidenedLaravelColumns(t *testing.T) {
+	want := map[dbqueue.Dialect][]string{
+		dbqueue.MySQL: {
+			"widened jobs.attempts from tinyint unsigned to int unsigned (Laravel's type overflows at 255)",
+			"widened jobs.reserved_at from int unsigned to bigint (Laravel's 32-bit Unix time overflows in 2106)",
+			"widened jobs.available_at from int unsigned to bigint (Laravel's 32-bit Unix time overflows in 2106)",
+			"widened jobs.created_at from int unsigned to bigint (Laravel's 32-bit Unix time overflows in 2106)",
+		},
+		dbqueue.Postgres: {
+			"widened jobs.attempts from smallint to integer (Laravel's type overflows at 32767)",
+			"widened jobs.reserved_at from integer to bigint (Laravel's 32-bit Unix time overflows in 2038)",
+			"widened jobs.available_at from integer to bigint (Laravel's 32-bit Unix time overflows in 2038)",
+			"widened jobs.created_at from integer to bigint (Laravel's 32-bit Unix time overflows in 2038)",
+		},
+		dbqueue.SQLite: nil, // INTEGER is 64-bit: nothing to widen
+	}
+	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
+		for _, stmt := range laravelSchema(t, db.Dialect) {
+			db.Exec(t, stmt)
+		}
+		var log bytes.Buffer
+		m, err := migrations.New(db.SQL, db.Dialect, migrations.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range m.Widened() {
+			got = append(got, w.String())
+		}
+		if !slices.Equal(got, want[db.Dialect]) {
+			t.Fatalf("Widened after Up on Laravel's tables:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want[db.Dialect], "\n"))
+		}
+		for _, line := range want[db.Dialect] {
+			if !strings.Contains(log.String(), line) {
+				t.Errorf("log %q lacks %q", log.String(), line)
+			}
+		}
+		if res, err := m.Up(ctx); err != nil || len(res) != 0 || len(m.Widened()) != 0 {
+			t.Fatalf("second up: %v, %v, widened %v; want nothing", res, err, m.Widened())
+		}
+	})
+	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
+		var log bytes.Buffer
+		m, err := migrations.New(db.SQL, db.Dialect, migrations.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Widened()) != 0 || log.Len() != 0 {
+			t.Fatalf("up on an empty database widened %v and logged %q", m.Widened(), log.String())
+		}
+	})
+}
+
+// laravelSchema returns the statements Laravel emitted, as recorded in
+// testdata/laravel/schema_*.sql.
+func laravelSchema(t *testing.T, d dbqueue.Dialect) []string {
+	t.Helper()
+	name := map[dbqueue.Dialect]string{dbqueue.Postgres: "pgsql", dbqueue.MySQL: "mysql", dbqueue.SQLite: "sqlite"}[d]
+	f, err := os.Open("../testdata/laravel/schema_" + name + ".sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stmts []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "-- Statements Laravel emitted:"):
+			in = true
+		case in && strings.HasPrefix(line, "--   "):
+			stmts = append(stmts, strings.TrimSuffix(strings.TrimPrefix(line, "--   "), ";"))
+		case in:
+			in = false
+		}
+	}
+	if len(stmts) < 3 {
+		t.Fatalf("no Laravel statements in %s", f.Name())
+	}
+	return stmts
+}
+
+func regexpWord(w string) *regexp.Regexp { return regexp.MustCompile(`(^|[^\w.])` + w + `\b`) }
+
+// stripComments drops SQL comment lines and goose annotations.
+func stripComments(src []byte) []byte {
+	var out [][]byte
+	for _, line := range bytes.Split(src, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("--")) {
+			out = append(out, line)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
