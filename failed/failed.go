@@ -15,7 +15,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dbqueue/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -38,6 +41,14 @@ type Store struct {
 	dialect    sqldb.Dialect
 	connection string // failed_jobs.connection of jobs this queue failed
 	queue      string // the queue's default queue
+
+	// zoneless caches whether PostgreSQL's failed_at is a timestamp
+	// without time zone (Laravel's table) rather than a timestamptz
+	// (dbqueue's migration), looked up on first need.
+	zoneless struct {
+		sync.Mutex
+		known, yes bool
+	}
 }
 
 // New returns a Store on the database of q. It shares q's connection pool,
@@ -62,7 +73,10 @@ type Job struct {
 	// Exception is the error text that failed the job.
 	Exception string
 	// FailedAt is when it failed, by the database's clock; zero if the
-	// stored value could not be read as a time.
+	// stored value could not be read as a time. A failed_at column without
+	// a time zone (Laravel's PostgreSQL timestamp(0), MySQL timestamp and
+	// datetime as the session shows them) holds UTC wall time, as PHP
+	// writes it, whatever the session's time zone.
 	FailedAt time.Time
 }
 
@@ -158,7 +172,11 @@ func (s *Store) Flush(ctx context.Context, olderThan time.Duration) (int64, erro
 	case olderThan == 0:
 		return s.delete(ctx, "flush failed jobs", "1 = 1")
 	}
-	return s.delete(ctx, "flush failed jobs", s.failedBefore(s.dialect.Now()+" - ?"), int64(olderThan/time.Second))
+	where, err := s.failedBefore(ctx, s.dialect.Now()+" - ?")
+	if err != nil {
+		return 0, sqldb.Wrap("flush failed jobs", err)
+	}
+	return s.delete(ctx, "flush failed jobs", where, int64(olderThan/time.Second))
 }
 
 // Prune deletes the failed jobs that failed before the given time and
@@ -169,18 +187,62 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if before.Nanosecond() > 0 {
 		sec++
 	}
-	return s.delete(ctx, "prune failed jobs", s.failedBefore("?"), sec)
+	where, err := s.failedBefore(ctx, "?")
+	if err != nil {
+		return 0, sqldb.Wrap("prune failed jobs", err)
+	}
+	return s.delete(ctx, "prune failed jobs", where, sec)
 }
 
 // failedBefore is the predicate "failed_at is earlier than the Unix time
-// expr". PostgreSQL and MySQL compare the column itself so the failed_at
-// index serves it; SQLite keeps times as text whose format depends on the
+// expr", reading a failed_at without time zone as UTC (see failedAtEpoch).
+// PostgreSQL and MySQL compare the column itself so the failed_at index
+// serves it; SQLite keeps times as text whose format depends on the
 // writer, so there the column is converted to seconds first.
-func (s *Store) failedBefore(expr string) string {
-	if s.dialect == sqldb.SQLite {
-		return s.dialect.Epoch("failed_at") + " < " + expr
+func (s *Store) failedBefore(ctx context.Context, expr string) (string, error) {
+	switch s.dialect {
+	case sqldb.Postgres:
+		zoneless, err := s.zonelessFailedAt(ctx)
+		if err != nil {
+			return "", err
+		}
+		if zoneless {
+			// The UTC wall time of the instant, as a timestamp: compared
+			// with the column as it is, not through the session's zone.
+			return "failed_at < (to_timestamp(" + expr + ") AT TIME ZONE 'UTC')", nil
+		}
+		return "failed_at < to_timestamp(" + expr + ")", nil
+	case sqldb.MySQL:
+		// A datetime value: MySQL compares a timestamp column with it in
+		// the session's zone, that is as the wall time the session shows,
+		// and a datetime column as stored.
+		return "failed_at < TIMESTAMPADD(SECOND, " + expr + ", '1970-01-01 00:00:00')", nil
 	}
-	return "failed_at < " + s.dialect.Timestamp(expr)
+	return s.dialect.Epoch("failed_at") + " < " + expr, nil
+}
+
+// zonelessFailedAt reports whether failed_at is a PostgreSQL timestamp
+// without time zone, asking once per Store. A missing table is reported as
+// not zoneless and not remembered: the statement that follows says it is
+// missing.
+func (s *Store) zonelessFailedAt(ctx context.Context) (bool, error) {
+	z := &s.zoneless
+	z.Lock()
+	defer z.Unlock()
+	if z.known {
+		return z.yes, nil
+	}
+	var yes bool
+	err := s.db.QueryRow(ctx, `SELECT atttypid = 'timestamp without time zone'::regtype FROM pg_attribute
+WHERE attrelid = to_regclass('failed_jobs') AND attname = 'failed_at' AND NOT attisdropped`).Scan(&yes)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the type of failed_jobs.failed_at: %w", err)
+	}
+	z.known, z.yes = true, yes
+	return yes, nil
 }
 
 func (s *Store) delete(ctx context.Context, op, where string, args ...any) (int64, error) {
@@ -195,11 +257,35 @@ func (s *Store) delete(ctx context.Context, op, where string, args ...any) (int6
 	return res.RowsAffected, nil
 }
 
-// selectJobs reads failed_at as Unix seconds, which every dialect and
-// column type (timestamptz, timestamp, MySQL timestamp, SQLite text)
-// converts alike, without relying on driver time parsing.
+// selectJobs reads failed_at as Unix seconds (see failedAtEpoch), without
+// relying on driver time parsing.
 func (s *Store) selectJobs() string {
-	return "SELECT id, uuid, connection, queue, payload, exception, " + s.dialect.Epoch("failed_at") + " FROM failed_jobs"
+	return "SELECT id, uuid, connection, queue, payload, exception, " + s.failedAtEpoch() + " FROM failed_jobs"
+}
+
+// failedAtEpoch is failed_at in Unix seconds, a value without time zone
+// read as UTC wall time, as PHP writes it (Laravel's failed job providers
+// insert Date::now(), the app's time zone, UTC by default), whatever the
+// session's time zone:
+//
+//   - PostgreSQL: EXTRACT(EPOCH FROM …) of a timestamp without time zone
+//     counts its wall time as UTC, and of a timestamptz (dbqueue's
+//     migration) gives the instant itself. A cast to timestamptz would
+//     read Laravel's column in the session's TimeZone instead.
+//   - MySQL: TIMESTAMPDIFF from the epoch counts the wall time a timestamp
+//     column shows in the session, or a datetime column holds, as UTC.
+//     UNIX_TIMESTAMP would read a datetime in the session's time_zone,
+//     and a timestamp as the instant the session's zone made of PHP's UTC
+//     string.
+//   - SQLite has no session zone: CURRENT_TIMESTAMP and PHP both write UTC.
+func (s *Store) failedAtEpoch() string {
+	switch s.dialect {
+	case sqldb.Postgres:
+		return "CAST(floor(EXTRACT(EPOCH FROM failed_at)) AS bigint)"
+	case sqldb.MySQL:
+		return "TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', failed_at)"
+	}
+	return s.dialect.Epoch("failed_at")
 }
 
 func scanJobs(rows sqldb.Rows, err error) ([]Job, error) {
