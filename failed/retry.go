@@ -16,6 +16,10 @@ import (
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
+// notifyChannel is the PostgreSQL channel dbqueue's pushes notify and its
+// workers listen on (dbqueue's notifyChannel; the two must agree).
+const notifyChannel = "dbqueue_jobs"
+
 // retryChunk bounds the rows one statement moves, and the rows one
 // transaction of RetryQueue and RetryAll holds locked.
 const retryChunk = 500
@@ -30,7 +34,8 @@ type retryRow struct {
 // Retry puts the failed jobs with these uuids back on their queues, as new
 // jobs with no attempts made, due now by the database's clock, and deletes
 // them from failed_jobs, all in one transaction. It returns how many it
-// retried.
+// retried. On PostgreSQL the commit wakes the workers listening on those
+// queues, as a push does.
 //
 // Either every uuid is retried or none is: if one names no failed job the
 // error wraps ErrNotFound and names it, and if one was failed by another
@@ -215,7 +220,18 @@ func (s *Store) move(ctx context.Context, tx sqldb.Tx, rows []retryRow) (int, er
 			ids[i] = r.id
 		}
 		insert := "INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES " + values
-		if _, err := tx.Exec(ctx, s.dialect.Rebind(insert), args...); err != nil {
+		if s.dialect == sqldb.Postgres {
+			// Wake the workers listening on these queues, as a push does:
+			// in the same statement, so inside the retry's transaction, and
+			// a retry that rolls back wakes nobody. PostgreSQL sends one
+			// notification per queue at commit.
+			insert = "WITH ins AS (" + insert + " RETURNING queue) SELECT count(pg_notify('" + notifyChannel +
+				"', q)) FROM (SELECT DISTINCT queue AS q FROM ins) d"
+			var queues int64
+			if err := tx.QueryRow(ctx, s.dialect.Rebind(insert), args...).Scan(&queues); err != nil {
+				return 0, err
+			}
+		} else if _, err := tx.Exec(ctx, s.dialect.Rebind(insert), args...); err != nil {
 			return 0, err
 		}
 		res, err := tx.Exec(ctx, s.dialect.Rebind("DELETE FROM failed_jobs WHERE id IN ("+sqldb.List(len(ids))+")"), ids...)
