@@ -248,6 +248,18 @@ func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect,
 	if err := d.CheckServer(ctx, ex); err != nil {
 		return nil, err
 	}
+	if name == "postgres" {
+		// Laravel's failed_at is a timestamp without time zone; dbqueue's
+		// own is timestamptz. A missing table reads as dbqueue's: the
+		// queue's table check reports it next.
+		var zoneless bool
+		err := ex.QueryRow(ctx, `SELECT COALESCE((SELECT atttypid = 'timestamp without time zone'::regtype FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'failed_at' AND NOT attisdropped), false)`, t.FailedTable()).Scan(&zoneless)
+		if err != nil {
+			return nil, fmt.Errorf("dbqueue: read the type of %s.failed_at: %w", t.FailedTable(), err)
+		}
+		return newPostgres(t, zoneless), nil
+	}
 	if name != "mysql" {
 		return d, nil
 	}
@@ -278,7 +290,7 @@ func For(name string, t Tables, mariaDB bool, idStep int64) (Dialect, error) {
 	}
 	switch name {
 	case "postgres":
-		return newPostgres(t), nil
+		return newPostgres(t, false), nil
 	case "mysql":
 		return newMySQL(t, mariaDB, idStep), nil
 	case "sqlite":

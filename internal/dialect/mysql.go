@@ -27,10 +27,15 @@ type mysql struct {
 }
 
 func newMySQL(t Tables, mariaDB bool, idStep int64) *mysql {
-	epoch := func(col string) string { return "UNIX_TIMESTAMP(" + col + ")" }
-	timestamp := func(param string) string { return "FROM_UNIXTIME(" + param + ")" }
+	// failed_at holds UTC wall time as the session shows it, as PHP writes
+	// it: counted from the epoch's wall time rather than through
+	// UNIX_TIMESTAMP, which would read it in the session's time_zone, and
+	// written with UTC_TIMESTAMP(). Comparing the column itself keeps the
+	// failed_at index in use.
+	epoch := func(col string) string { return "TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', " + col + ")" }
+	timestamp := func(param string) string { return "TIMESTAMPADD(SECOND, " + param + ", '1970-01-01 00:00:00')" }
 	c := newCommon("mysql", t, "UNIX_TIMESTAMP()", epoch, timestamp)
-	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)" +
+	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP())" +
 		" ON DUPLICATE KEY UPDATE connection = VALUES(connection), queue = VALUES(queue), payload = VALUES(payload), exception = VALUES(exception), failed_at = VALUES(failed_at)"
 	m := &mysql{common: c, mariaDB: mariaDB, idStep: max(idStep, 1)}
 	m.expired, m.ready = c.claimArms()

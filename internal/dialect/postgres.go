@@ -17,18 +17,23 @@ type postgres struct {
 	claim, deleteA, releaseA string
 }
 
-func newPostgres(t Tables) *postgres {
-	epoch := func(col string) string {
-		// failed_at is timestamptz in dbqueue's tables and timestamp
-		// without time zone (UTC wall time, as PHP writes it) in Laravel's:
-		// reading a plain timestamp as UTC serves both, whatever the
-		// session's TimeZone.
-		return "CAST(floor(EXTRACT(EPOCH FROM " + col + ")) AS bigint)"
-	}
+// newPostgres builds the dialect; zoneless says failed_at is a timestamp
+// without time zone (Laravel's table) rather than dbqueue's timestamptz.
+func newPostgres(t Tables, zoneless bool) *postgres {
+	// failed_at holds UTC wall time in Laravel's table, as PHP writes it:
+	// EXTRACT reads a plain timestamp as UTC and a timestamptz as the
+	// instant it is, whatever the session's TimeZone, and comparisons and
+	// inserts convert the same way, so the failed_at index still serves.
+	epoch := func(col string) string { return "CAST(floor(EXTRACT(EPOCH FROM " + col + ")) AS bigint)" }
 	timestamp := func(param string) string { return "to_timestamp(" + param + ")" }
+	now := "date_trunc('second', now())"
+	if zoneless {
+		timestamp = func(param string) string { return "(to_timestamp(" + param + ") AT TIME ZONE 'UTC')" }
+		now = "date_trunc('second', now() AT TIME ZONE 'UTC')"
+	}
 	c := newCommon("postgres", t, "CAST(floor(EXTRACT(EPOCH FROM now())) AS bigint)", epoch, timestamp)
 	c.rebinder = sqldb.Rebind
-	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)" +
+	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, " + now + ")" +
 		" ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at"
 	p := &postgres{common: c, channel: "dbqueue_jobs"}
 	if t.Jobs != DefaultTables.Jobs || t.Schema != "" {
