@@ -1,0 +1,652 @@
+//go:build linux
+
+package worker_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/worker"
+)
+
+// The fault tests run the exactly-once ledger of TestExactlyOnceAcrossProcesses
+// while the database misbehaves: the connections of a random worker process
+// are killed every few hundred milliseconds (TestLedgerSurvivesKilledConnections),
+// or the server itself crashes and restarts (TestLedgerSurvivesServerRestart).
+// Every job must run to success; a job may run twice only when a fault hit
+// the process holding it while it was reserved, because then the reply to
+// its handler's write or to its delete may have been lost.
+
+// faultChild is the DBQUEUE_CHILD mode of a fault-test worker process. Its
+// dispatch lives here, in init, so TestMain stays as it is.
+const faultChild = "fault-ledger"
+
+func init() {
+	if os.Getenv("DBQUEUE_CHILD") == faultChild {
+		_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+		os.Exit(faultChildMain())
+	}
+}
+
+// faultChildMain is a worker process that records each run of a job in the
+// fault_ledger table with the reservation it ran under and when it began,
+// and logs every job and every database error to DBQUEUE_CHILD_LOG. It runs
+// until SIGTERM: under faults an empty poll proves nothing (claims whose
+// reply was lost hold jobs until retry_after), so the test decides when the
+// work is done.
+func faultChildMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	env := func(key string) int { n, _ := strconv.Atoi(os.Getenv(key)); return n }
+	dsn := os.Getenv("DBQUEUE_CHILD_DSN")
+	retryAfter := time.Duration(env("DBQUEUE_CHILD_RETRY_AFTER")) * time.Second
+	work := time.Duration(env("DBQUEUE_CHILD_WORK_MS")) * time.Millisecond
+
+	logFile, err := os.Create(os.Getenv("DBQUEUE_CHILD_LOG"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer logFile.Close()
+	logger := slog.New(slog.NewJSONHandler(logFile, nil)).With("pid", os.Getpid())
+
+	// A fault may hit while the process starts: keep trying, as a
+	// supervisor restarting it would.
+	var q *dbqueue.Queue
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		q, err = dbqueue.Open(ctx, dsn, dbqueue.WithRetryAfter(retryAfter))
+		if err == nil {
+			break
+		}
+		logger.Warn("open queue; retrying", "error", err)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "open queue:", err)
+			return 2
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer q.Close()
+	parsed, _ := dbqueue.ParseDSN(dsn)
+	ledger, err := sql.Open(parsed.Driver, parsed.Conn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer ledger.Close()
+	ledger.SetMaxOpenConns(2)
+	insert := parsed.Dialect.Rebind("INSERT INTO fault_ledger (job_id, attempt, pid, reserved_at, started_ns) VALUES (?, ?, ?, ?, ?)")
+
+	w, err := worker.New(q, worker.Options{
+		Concurrency: env("DBQUEUE_CHILD_CONCURRENCY"),
+		Timeout:     time.Duration(env("DBQUEUE_CHILD_TIMEOUT_MS")) * time.Millisecond,
+		// A handler whose ledger write was cut returns an error; that is
+		// the fault's doing, so it must never fail the job.
+		Tries:  worker.Unlimited,
+		Sleep:  200 * time.Millisecond,
+		Logger: logger,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	w.Handle(faultChild, func(ctx context.Context, job *dbqueue.Job) error {
+		started := time.Now().UnixNano()
+		if _, err := ledger.ExecContext(ctx, insert, job.ID, job.Attempts, os.Getpid(), job.ReservedAt.Unix(), started); err != nil {
+			return fmt.Errorf("ledger insert: %w", err)
+		}
+		// The run's effect is committed; the job is still in flight until
+		// the worker's delete lands.
+		t := time.NewTimer(work)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// fault is one injected fault: the process whose connections were killed
+// (0: every process, a server restart), and when, in Unix nanoseconds.
+type fault struct {
+	pid      int
+	from, to int64
+	conns    int // connections killed
+	reserved int // for a restart, jobs reserved just before it
+}
+
+// ledgerRun is one row of fault_ledger: one run of a job.
+type ledgerRun struct {
+	job        int64
+	attempt    int
+	pid        int
+	reservedAt int64 // Unix seconds, the database's clock at the claim
+	started    int64 // Unix nanoseconds, when the handler began
+}
+
+// faultLedger is one fault-test run.
+type faultLedger struct {
+	t          *testing.T
+	db         *dbtest.DB
+	jobs       int
+	procs      int
+	concurrent int
+	work       time.Duration
+	retryAfter int // seconds
+	timeout    time.Duration
+	// inject injects faults until ctx ends, recording each with record;
+	// children are the worker processes and their application names.
+	inject func(ctx context.Context, children []faultProc, record func(fault))
+	// minFaults is how many faults must have been injected for the run to
+	// prove anything.
+	minFaults int
+
+	mu     sync.Mutex
+	faults []fault
+}
+
+type faultProc struct {
+	cmd     *exec.Cmd
+	appName string
+	log     string
+	exited  chan struct{}
+}
+
+func (fl *faultLedger) record(f fault) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	fl.faults = append(fl.faults, f)
+}
+
+func (fl *faultLedger) run() {
+	t, db := fl.t, fl.db
+	db.Exec(t, "CREATE TABLE fault_ledger (job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, pid INTEGER NOT NULL, reserved_at BIGINT NOT NULL, started_ns BIGINT NOT NULL)")
+	q := db.Queue(t)
+	ids := pushN(t, q, fl.jobs, dbqueue.NewJob{Name: faultChild})
+	q.Close()
+
+	dir := t.TempDir()
+	tag := strconv.FormatInt(rand.Int64N(1<<40), 36)
+	var children []faultProc
+	for i := range fl.procs {
+		p := faultProc{
+			appName: fmt.Sprintf("dbqf_%s_%d", tag, i),
+			log:     filepath.Join(dir, fmt.Sprintf("worker-%d.log", i)),
+			exited:  make(chan struct{}),
+		}
+		p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+		p.cmd.Env = append(os.Environ(),
+			"DBQUEUE_CHILD="+faultChild,
+			"DBQUEUE_CHILD_DSN="+dbtest.WithAppName(db.Dialect, db.DSN, p.appName),
+			"DBQUEUE_CHILD_RETRY_AFTER="+strconv.Itoa(fl.retryAfter),
+			"DBQUEUE_CHILD_CONCURRENCY="+strconv.Itoa(fl.concurrent),
+			"DBQUEUE_CHILD_TIMEOUT_MS="+strconv.Itoa(int(fl.timeout/time.Millisecond)),
+			"DBQUEUE_CHILD_WORK_MS="+strconv.Itoa(int(fl.work/time.Millisecond)),
+			"DBQUEUE_CHILD_LOG="+p.log)
+		p.cmd.Stderr = os.Stderr
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmd, exited := p.cmd, p.exited
+		go func() { _ = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+		children = append(children, p)
+	}
+
+	start := time.Now()
+	ctx, stopFaults := context.WithCancel(context.Background())
+	injected := make(chan struct{})
+	go func() {
+		defer close(injected)
+		fl.inject(ctx, children, fl.record)
+	}()
+
+	// Wait for the queue to empty: every job deleted (or failed). Under
+	// faults the poll itself may fail; it just tries again.
+	deadline := time.Now().Add(150 * time.Second)
+	for {
+		var left int
+		err := db.SQL.QueryRow("SELECT (SELECT COUNT(*) FROM jobs) + (SELECT COUNT(*) FROM failed_jobs)").Scan(&left)
+		if err == nil && left == 0 {
+			break
+		}
+		for i, c := range children {
+			select {
+			case <-c.exited:
+				stopFaults()
+				t.Fatalf("worker process %d exited before the queue was empty: %v", i, c.cmd.ProcessState)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			stopFaults()
+			<-injected
+			fl.dumpLeft()
+			t.Fatalf("the queue did not empty in 150s: %d rows left in jobs and failed_jobs (err %v)", left, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(start)
+	stopFaults()
+	<-injected
+	for i, c := range children {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+			if !c.cmd.ProcessState.Success() {
+				t.Errorf("worker process %d: %v", i, c.cmd.ProcessState)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("worker process %d did not stop within 30s of SIGTERM", i)
+		}
+	}
+	fl.check(ids, children, took)
+}
+
+// dumpLeft logs the rows still in jobs.
+func (fl *faultLedger) dumpLeft() {
+	rows, err := fl.db.SQL.Query("SELECT id, attempts, reserved_at, available_at FROM jobs ORDER BY id")
+	if err != nil {
+		fl.t.Logf("list jobs: %v", err)
+		return
+	}
+	defer rows.Close()
+	for n := 0; rows.Next() && n < 20; n++ {
+		var id, attempts, available int64
+		var reserved sql.NullInt64
+		_ = rows.Scan(&id, &attempts, &reserved, &available)
+		fl.t.Logf("left in jobs: id=%d attempts=%d reserved_at=%v available_at=%d", id, attempts, reserved, available)
+	}
+}
+
+// check holds the ledger to its promise: no job lost, none failed, and a
+// job run twice only where a fault hit its earlier holder between that
+// run's reservation and the rerun's start.
+func (fl *faultLedger) check(ids []int64, children []faultProc, took time.Duration) {
+	t, db := fl.t, fl.db
+	rows, err := db.SQL.Query("SELECT job_id, attempt, pid, reserved_at, started_ns FROM fault_ledger ORDER BY job_id, started_ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[int64][]ledgerRun{}
+	total := 0
+	pids := map[int]bool{}
+	for rows.Next() {
+		var r ledgerRun
+		if err := rows.Scan(&r.job, &r.attempt, &r.pid, &r.reservedAt, &r.started); err != nil {
+			t.Fatal(err)
+		}
+		runs[r.job] = append(runs[r.job], r)
+		pids[r.pid] = true
+		total++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	fl.mu.Lock()
+	faults := slices.Clone(fl.faults)
+	fl.mu.Unlock()
+	conns, hits := 0, 0
+	for _, f := range faults {
+		conns += f.conns
+		if f.conns > 0 || f.pid == 0 {
+			hits++
+		}
+	}
+
+	var lost []int64
+	for _, id := range ids {
+		if len(runs[id]) == 0 {
+			lost = append(lost, id)
+		}
+	}
+	// hitBy returns the faults that hit process pid between from (Unix
+	// seconds, floored: the database's clock at the claim) and to (Unix
+	// nanoseconds).
+	hitBy := func(pid int, fromSec, to int64) []fault {
+		var out []fault
+		for _, f := range faults {
+			if (f.pid == 0 || f.pid == pid) && f.to >= fromSec*int64(time.Second) && f.from <= to {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	// explainers are the faults that can explain a rerun after run prev:
+	// those that hit prev's process while prev's reservation stood (from
+	// its claim until retry_after had passed, after which the job was
+	// anyone's) and before the rerun began.
+	explainers := func(prev, next ledgerRun) []fault {
+		end := min(next.started, (prev.reservedAt+int64(fl.retryAfter)+1)*int64(time.Second))
+		return hitBy(prev.pid, prev.reservedAt, end)
+	}
+	// Runs that a fault on their process hit while they ran or in the half
+	// second after, their delete likely still to come (approximate: the
+	// delete's own time is not recorded).
+	hitRuns := 0
+	for _, rs := range runs {
+		for _, r := range rs {
+			if slices.ContainsFunc(faults, func(f fault) bool {
+				return (f.pid == 0 || f.pid == r.pid) && f.to >= r.started && f.from <= r.started+int64(fl.work+500*time.Millisecond)
+			}) {
+				hitRuns++
+			}
+		}
+	}
+	var (
+		twice, extra, explained, beforeStart int
+		unexplained                          []string
+		gaps                                 []time.Duration
+		badIDs                               []int64
+	)
+	for _, id := range ids {
+		rs := runs[id]
+		if len(rs) < 2 {
+			continue
+		}
+		twice++
+		extra += len(rs) - 1
+		for i := 1; i < len(rs); i++ {
+			gaps = append(gaps, time.Duration(rs[i].started-rs[i-1].started))
+		}
+		ok, early := true, false
+		for i := 1; i < len(rs); i++ {
+			prev, next := rs[i-1], rs[i]
+			hit := explainers(prev, next)
+			if len(hit) == 0 {
+				ok = false
+				continue
+			}
+			// Did any of them come after the earlier run began, or only
+			// between its claim and its start?
+			if !slices.ContainsFunc(hit, func(f fault) bool { return f.to >= prev.started }) {
+				early = true
+			}
+		}
+		if ok {
+			explained++
+			if early {
+				beforeStart++
+			}
+			if explained <= 3 && testing.Verbose() {
+				t.Logf("%s\n%s", describeRuns(fmt.Sprintf("job %d ran %d times, after a fault on its holder:", id, len(rs)), rs, faults, hitBy),
+					grepLogs(children, []int64{id}))
+			}
+			continue
+		}
+		badIDs = append(badIDs, id)
+		unexplained = append(unexplained, describeRuns(fmt.Sprintf("job %d ran %d times with no fault on its holder in between:", id, len(rs)), rs, faults, hitBy))
+	}
+
+	t.Logf("%s: %d processes × %d goroutines, %d jobs in %v; runs %d; faults injected %d (%d killed connections, %d rounds that found some); runs a fault hit while running or finishing (approx.) %d; lost %d; jobs run twice %d (%d extra runs); run twice where a fault hit in flight %d (%d of them only between claim and start); unexplained %d",
+		db.Dialect, fl.procs, fl.concurrent, fl.jobs, took.Round(time.Millisecond), total, len(faults), conns, hits, hitRuns, len(lost), twice, extra, explained, beforeStart, len(unexplained))
+
+	// The worker warns when a completed job's delete found it no longer
+	// held. Under faults that is mostly a delete that landed with its reply
+	// lost and was sent again: such a job does not run again.
+	notHeld := notHeldIDs(children)
+	rerun := 0
+	for id := range notHeld {
+		if len(runs[id]) > 1 {
+			rerun++
+		}
+	}
+	t.Logf("workers warned %d completed jobs were no longer held at their delete; %d of those ran again", len(notHeld), rerun)
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		t.Logf("reruns began %v to %v (median %v) after the run before them", gaps[0].Round(time.Millisecond),
+			gaps[len(gaps)-1].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond))
+	}
+	if len(faults) < fl.minFaults {
+		t.Errorf("only %d faults were injected, want at least %d: the run proves nothing", len(faults), fl.minFaults)
+	}
+	if hits == 0 {
+		t.Errorf("no fault found a connection to kill: the run proves nothing")
+	}
+	if len(pids) < 2 {
+		t.Errorf("only %d process did the work", len(pids))
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d jobs never ran, e.g. %v", len(lost), lost[:min(len(lost), 10)])
+		fl.dumpLeft()
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 0 {
+		t.Errorf("%d rows left in jobs", n)
+		fl.dumpLeft()
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM failed_jobs"); n != 0 {
+		var exception string
+		_ = db.SQL.QueryRow("SELECT exception FROM failed_jobs").Scan(&exception)
+		t.Errorf("%d jobs in failed_jobs, e.g. %s", n, exception)
+	}
+	pushed := map[int64]bool{}
+	for _, id := range ids {
+		pushed[id] = true
+	}
+	for id := range runs {
+		if !pushed[id] {
+			t.Errorf("the ledger has runs of job %d, which was never pushed", id)
+		}
+	}
+	if len(unexplained) > 0 {
+		for _, u := range unexplained[:min(len(unexplained), 10)] {
+			t.Error(u)
+		}
+		t.Errorf("%d jobs ran twice with no fault to explain it; the workers' log lines about the first few:\n%s",
+			len(unexplained), grepLogs(children, badIDs[:min(len(badIDs), 3)]))
+	}
+}
+
+// describeRuns lists a job's runs and the faults on their processes from
+// five seconds before the first to five after the last.
+func describeRuns(head string, rs []ledgerRun, faults []fault, hitBy func(pid int, fromSec, to int64) []fault) string {
+	var b strings.Builder
+	b.WriteString(head)
+	for _, r := range rs {
+		fmt.Fprintf(&b, "\n    attempt %d pid %d reserved_at %s started %s", r.attempt, r.pid,
+			time.Unix(r.reservedAt, 0).Format("15:04:05"), time.Unix(0, r.started).Format("15:04:05.000000"))
+	}
+	seen := map[fault]bool{}
+	for _, r := range rs {
+		for _, f := range hitBy(r.pid, r.reservedAt-5, rs[len(rs)-1].started+int64(5*time.Second)) {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			who := "every process (restart)"
+			if f.pid != 0 {
+				who = "pid " + strconv.Itoa(f.pid)
+			}
+			fmt.Fprintf(&b, "\n    fault on %s at %s..%s (%d connections)", who,
+				time.Unix(0, f.from).Format("15:04:05.000000"), time.Unix(0, f.to).Format("15:04:05.000000"), f.conns)
+		}
+	}
+	return b.String()
+}
+
+// notHeldIDs returns the jobs the workers logged as no longer held when
+// their completed run was deleted.
+func notHeldIDs(children []faultProc) map[int64]bool {
+	re := regexp.MustCompile(`"msg":"completed job was no longer held[^"]*".*"id":(\d+)[,}]`)
+	ids := map[int64]bool{}
+	for _, c := range children {
+		data, err := os.ReadFile(c.log)
+		if err != nil {
+			continue
+		}
+		for _, m := range re.FindAllSubmatch(data, -1) {
+			id, _ := strconv.ParseInt(string(m[1]), 10, 64)
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+// grepLogs returns the worker log lines that name one of the jobs, up to 100.
+func grepLogs(children []faultProc, ids []int64) string {
+	var alts []string
+	for _, id := range ids {
+		alts = append(alts, strconv.FormatInt(id, 10))
+	}
+	re := regexp.MustCompile(`"id":(` + strings.Join(alts, "|") + `)[,}]`)
+	var b strings.Builder
+	lines := 0
+	for _, c := range children {
+		data, err := os.ReadFile(c.log)
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if re.MatchString(line) {
+				b.WriteString(line)
+				b.WriteByte('\n')
+				if lines++; lines == 100 {
+					return b.String() + "…\n"
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// killConnections injects faults until ctx ends: every 150–450ms it kills
+// every database connection of one worker process, chosen at random.
+func killConnections(t *testing.T, db *dbtest.DB) func(context.Context, []faultProc, func(fault)) {
+	return func(ctx context.Context, children []faultProc, record func(fault)) {
+		for {
+			timer := time.NewTimer(150*time.Millisecond + rand.N(300*time.Millisecond))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			c := children[rand.IntN(len(children))]
+			from := time.Now().UnixNano()
+			kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n, err := db.KillConnections(kctx, c.cmd.Process.Pid, c.appName)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("kill the connections of pid %d: %v", c.cmd.Process.Pid, err)
+				}
+				return
+			}
+			record(fault{pid: c.cmd.Process.Pid, from: from, to: time.Now().UnixNano(), conns: n})
+		}
+	}
+}
+
+// TestLedgerSurvivesKilledConnections runs the exactly-once ledger while the
+// database connections of a random worker process are killed on the
+// server every few hundred milliseconds.
+func TestLedgerSurvivesKilledConnections(t *testing.T) {
+	for _, d := range []dbqueue.Dialect{dbqueue.Postgres, dbqueue.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.New(t, d)
+			fl := &faultLedger{
+				t: t, db: db, jobs: 4000, procs: 4, concurrent: 8,
+				work: 30 * time.Millisecond, retryAfter: 8, timeout: 3 * time.Second,
+				inject: killConnections(t, db), minFaults: 10,
+			}
+			if testing.Short() {
+				fl.jobs /= 3
+			}
+			fl.run()
+		})
+	}
+}
+
+// EnvFaults runs the tests that start their own database servers.
+const EnvFaults = "DBQUEUE_TEST_FAULTS"
+
+// TestLedgerSurvivesServerRestart runs the exactly-once ledger on a private
+// PostgreSQL and a private MariaDB server, each crashed (immediate shutdown)
+// and restarted once mid-run. It starts its own servers in temporary
+// directories, so it runs only with DBQUEUE_TEST_FAULTS=1 or under CI.
+func TestLedgerSurvivesServerRestart(t *testing.T) {
+	if os.Getenv(EnvFaults) != "1" && os.Getenv("CI") == "" {
+		t.Skipf("starts and crashes its own PostgreSQL and MariaDB servers: set %s=1 to run it", EnvFaults)
+	}
+	for _, d := range []dbqueue.Dialect{dbqueue.Postgres, dbqueue.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			began := time.Now()
+			server := dbtest.StartServer(t, d)
+			db := dbtest.NewOn(t, server)
+			t.Logf("private %s server initialised, started and migrated in %v", d, time.Since(began).Round(time.Millisecond))
+			const jobs = 6000
+			fl := &faultLedger{
+				t: t, db: db, jobs: jobs, procs: 4, concurrent: 8,
+				work: 30 * time.Millisecond, retryAfter: 8, timeout: 3 * time.Second,
+				minFaults: 1,
+			}
+			fl.inject = func(ctx context.Context, _ []faultProc, record func(fault)) {
+				// Crash once a third of the jobs have run.
+				for countOr(ctx, db, "SELECT COUNT(DISTINCT job_id) FROM fault_ledger") < jobs/3 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+				reserved := countOr(ctx, db, "SELECT COUNT(*) FROM jobs WHERE reserved_at IS NOT NULL")
+				from := time.Now().UnixNano()
+				server.Restart()
+				to := time.Now().UnixNano()
+				t.Logf("%s crashed with %d jobs reserved and restarted in %v", d, reserved, time.Duration(to-from).Round(time.Millisecond))
+				if reserved <= 0 {
+					t.Errorf("no job was reserved when %s crashed (%d): the crash hit nothing in flight", d, reserved)
+				}
+				record(fault{from: from, to: to, reserved: reserved})
+			}
+			fl.run()
+			if t.Failed() {
+				t.Logf("server log:\n%s", tail(server.Logs(), 40))
+			}
+		})
+	}
+}
+
+// countOr runs a COUNT query, returning -1 when it fails.
+func countOr(ctx context.Context, db *dbtest.DB, query string) int {
+	var n int
+	if err := db.SQL.QueryRowContext(ctx, query).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
