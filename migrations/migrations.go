@@ -254,7 +254,6 @@ func UpDSN(ctx context.Context, dsn string, opts ...Option) error {
 	return Up(ctx, db, parsed.Dialect, opts...)
 }
 
-
 // sqliteLocker is a goose.Locker for SQLite: one lock row, taken with an
 // upsert that succeeds only when the row is free or its lease has run out,
 // and kept alive by a heartbeat, so a migrator that died frees the lock

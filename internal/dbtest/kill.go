@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 )
 
 // WithAppName returns dsn with a PostgreSQL application_name, so the

@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/migrations"
 )
 

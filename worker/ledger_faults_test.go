@@ -25,7 +25,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/dbqueue/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/worker"
 )
