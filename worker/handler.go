@@ -102,9 +102,10 @@ func (o *outcome) Unwrap() error { return o.cause }
 // ReleaseAfter, returned by a handler, puts the job back to run again after
 // delay without counting an exception (Laravel's $this->release($delay)):
 // for rate limits and "not yet" conditions. The attempt still counts
-// towards tries.
+// towards tries. A negative delay is 0; a delay longer than MaxDelay (100
+// years) is MaxDelay.
 func ReleaseAfter(delay time.Duration) error {
-	return &outcome{kind: outcomeRelease, delay: max(delay, 0)}
+	return &outcome{kind: outcomeRelease, delay: min(max(delay, 0), MaxDelay)}
 }
 
 // FailNow, returned by a handler, fails the job at once whatever tries

@@ -13,8 +13,20 @@ import (
 // taken by another worker and run twice.
 const TimeoutMargin = 5 * time.Second
 
+// MaxDelay is the longest duration a worker accepts or writes: 100 years.
+// Option durations above it are refused by New; a payload's backoff or
+// timeout above it fails that job; ReleaseAfter clamps to it. Keeping every
+// duration this far below time.Duration's 292-year range means adding a
+// margin or converting to seconds can never wrap.
+const MaxDelay = 100 * 365 * 24 * time.Hour
+
+// maxSlots bounds Concurrency and Prefetch, so their sum and the buffers
+// they size stay sane.
+const maxSlots = 1 << 20
+
 // Options configure a Worker. The zero value of each field takes Laravel's
 // queue:work default; see the README's table for the flag each mirrors.
+// Durations must be from 0 to MaxDelay; New refuses others.
 type Options struct {
 	// Queues are read in priority order (--queue=high,default). Default:
 	// the queue's default queue.
@@ -56,9 +68,11 @@ type Options struct {
 	Rest time.Duration
 	// Name names the worker in logs and events (--name, "default").
 	Name string
-	// GracePeriod is how long running jobs may go on after Run's context is
-	// cancelled before their contexts are cancelled too and their jobs
-	// released. Default 10s.
+	// GracePeriod is how long running jobs may go on once the worker stops
+	// (for any reason: Run's context ended, MaxJobs, MaxTime, a restart...)
+	// before their contexts are cancelled too and their jobs given back.
+	// Cancelling Run's context during a stop for another reason ends the
+	// grace period at once. Default 10s.
 	GracePeriod time.Duration
 	// SignalInterval is how often the restart and pause signals and the
 	// memory limit are checked. Default 1s.
@@ -69,6 +83,10 @@ type Options struct {
 	// Events are hooks called as jobs move; all optional.
 	Events Events
 }
+
+// maxMemoryMB bounds MemoryLimitMB so converting it to bytes cannot wrap
+// (1 PiB).
+const maxMemoryMB = 1 << 30
 
 // Unlimited, as Options.Tries, gives jobs unlimited attempts (--tries=0).
 const Unlimited = -1
@@ -117,24 +135,42 @@ func (o Options) withDefaults() Options {
 func (o Options) validate(retryAfter time.Duration) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if o.Concurrency < 0 {
-		bad("Concurrency %d: must be at least 1", o.Concurrency)
+	if o.Concurrency < 0 || o.Concurrency > maxSlots {
+		bad("Concurrency %d: must be from 1 to %d", o.Concurrency, maxSlots)
 	}
-	if o.Claims < 0 {
-		bad("Claims %d: must be at least 1 (0 takes the default, 2)", o.Claims)
+	if o.Prefetch > maxSlots {
+		bad("Prefetch %d: must be at most %d (negative: none)", o.Prefetch, maxSlots)
+	}
+	if o.Claims < 0 || o.Claims > maxSlots {
+		bad("Claims %d: must be from 1 to %d (0 takes the default, 2)", o.Claims, maxSlots)
 	}
 	if o.Tries < 0 {
 		bad("Tries %d: use worker.Unlimited for no limit, or a positive count", o.Tries)
 	}
 	for _, d := range o.Backoff {
-		if d < 0 {
-			bad("Backoff %v: delays must not be negative", d)
+		if d < 0 || d > MaxDelay {
+			bad("Backoff %v: each delay must be from 0 to %v (100 years)", d, MaxDelay)
 		}
 	}
-	if o.Timeout < 0 || o.Sleep < 0 || o.MaxTime < 0 || o.Rest < 0 || o.GracePeriod < 0 || o.MaxJobs < 0 || o.MemoryLimitMB < 0 {
-		bad("Timeout, Sleep, MaxTime, Rest, GracePeriod, MaxJobs and MemoryLimitMB must not be negative")
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"Timeout", o.Timeout}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
+		{"GracePeriod", o.GracePeriod}, {"SignalInterval", o.SignalInterval},
+	} {
+		if f.d < 0 || f.d > MaxDelay {
+			bad("%s %v: must be from 0 (the default) to %v (100 years)", f.name, f.d, MaxDelay)
+		}
 	}
-	if o.Timeout+TimeoutMargin > retryAfter {
+	if o.MaxJobs < 0 {
+		bad("MaxJobs %d: must not be negative (0: no limit)", o.MaxJobs)
+	}
+	if o.MemoryLimitMB < 0 || o.MemoryLimitMB > maxMemoryMB {
+		bad("MemoryLimitMB %d: must be from 0 (no limit) to %d", o.MemoryLimitMB, maxMemoryMB)
+	}
+	// Timeout is at most MaxDelay here, so adding the margin cannot wrap.
+	if o.Timeout >= 0 && o.Timeout <= MaxDelay && o.Timeout+TimeoutMargin > retryAfter {
 		bad("Timeout %v must be at least %v shorter than the queue's retry_after %v, or a slow job is taken by a second worker while the first still runs it: lower Timeout or raise dbqueue.WithRetryAfter", o.Timeout, TimeoutMargin, retryAfter)
 	}
 	for _, q := range o.Queues {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -20,6 +21,9 @@ var (
 	ErrTimeout = errors.New("has timed out")
 	// ErrUnknownJob: no handler is registered for the job's name.
 	ErrUnknownJob = errors.New("no handler is registered for this job name: register one with worker.Handle, or push it to a queue another worker serves")
+	// ErrPayloadLimit: the payload's timeout or backoff is negative or
+	// longer than MaxDelay; the job is failed without running.
+	ErrPayloadLimit = errors.New("payload timeout or backoff out of range")
 )
 
 // result is what a handler goroutine returned.
@@ -28,8 +32,11 @@ type result struct {
 	took time.Duration
 }
 
-// process runs one job the way Laravel's Worker::process does.
-func (r *run) process(job *dbqueue.Job) {
+// process runs one job the way Laravel's Worker::process does. It
+// reports whether it counted the job as processed itself (a job abandoned
+// to a handler that ignores its context is counted when abandoned, so
+// MaxJobs and StopWhenEmpty still stop the worker).
+func (r *run) process(job *dbqueue.Job) (counted bool) {
 	w := r.w
 	received := time.Now()
 	// The database's clock at reservation, moved on by our monotonic clock.
@@ -37,51 +44,61 @@ func (r *run) process(job *dbqueue.Job) {
 	ev := w.opts.Events
 	ctx := r.jobCtx
 
-	if fn := ev.JobProcessing; fn != nil {
-		fn(ctx, job)
-	}
 	p := &job.Payload
+	timeout, limitErr := r.jobTimeout(job)
+	if limitErr == nil {
+		limitErr = checkBackoff(job)
+	}
+	if need := timeout + abandonAfter + startMargin; limitErr == nil && time.Until(job.ExpiresAt()) < need {
+		// Waited so long in the prefetch buffer that its reservation could
+		// run out before the job finishes, or before a handler past its
+		// timeout is abandoned: hand it back rather than risk two runs.
+		r.finish(job, func() { r.giveBack(job, "reservation too short to run the job within its timeout") })
+		return false
+	}
+
 	maxTries := w.opts.Tries
 	if p.MaxTries != nil {
 		maxTries = *p.MaxTries
 	}
 	h := w.handlerFor(job)
-
-	// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died or
-	// timed out with this job on its last try.
-	if p.RetryUntil != nil {
-		if dbNow().Unix() > *p.RetryUntil {
+	start := true
+	r.finish(job, func() {
+		if fn := ev.JobProcessing; fn != nil {
+			fn(ctx, job)
+		}
+		// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died
+		// or timed out with this job on its last try.
+		switch {
+		case p.RetryUntil != nil && dbNow().Unix() > *p.RetryUntil,
+			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
+		case h == nil:
+			r.fail(job, nil, 0, fmt.Errorf("job %q: %w", job.Name(), ErrUnknownJob))
+		case limitErr != nil:
+			// Running it would only end in a wrapped duration or a
+			// release that cannot be written, again and again.
+			r.fail(job, h, 0, limitErr)
+		default:
 			return
 		}
-	} else if maxTries > 0 && job.Attempts > maxTries {
-		r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
-		return
-	}
-	if h == nil {
-		r.fail(job, nil, 0, fmt.Errorf("job %q: %w", job.Name(), ErrUnknownJob))
-		return
+		start = false
+	})
+	if !start || r.isClosed() {
+		return false
 	}
 
-	timeout := w.opts.Timeout
-	if p.Timeout != nil && *p.Timeout > 0 {
-		timeout = p.Timeout.Duration()
-	}
-	if limit := w.q.RetryAfter() - TimeoutMargin; timeout > limit {
-		w.log.Warn("job timeout capped below retry_after so it never runs twice", "id", job.ID, "timeout", timeout, "capped", limit)
-		timeout = limit
-	}
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan result, 1)
-	start := time.Now()
+	begun := time.Now()
 	go func() {
 		var err error
 		defer func() {
 			if v := recover(); v != nil {
 				err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
 			}
-			done <- result{err: err, took: time.Since(start)}
+			done <- result{err: err, took: time.Since(begun)}
 		}()
 		err = h.run(hctx, job)
 	}()
@@ -90,28 +107,51 @@ func (r *run) process(job *dbqueue.Job) {
 	select {
 	case res = <-done:
 	case <-hctx.Done():
-		// Past the timeout (or the grace period): give the handler a
-		// moment to notice its context before deciding without it.
+		if !errors.Is(hctx.Err(), context.DeadlineExceeded) {
+			// The worker is stopping and cancelled the job after its grace
+			// period. However long the handler takes to return, that is not
+			// a timeout: the job is given back once it does (below), or
+			// left reserved if Run has returned by then.
+			res = <-done
+			break
+		}
+		// Past the timeout: give the handler a moment to notice its
+		// context before deciding without it.
 		abandon := time.NewTimer(abandonAfter)
 		select {
 		case res = <-done:
 			abandon.Stop()
 		case <-abandon.C:
 			r.stuck.Add(1)
-			failed := r.timedOut(job, h, maxTries, time.Since(start), dbNow, false)
-			w.log.Error("handler ignores its context; its goroutine is held until it returns", "id", job.ID, "name", job.Name())
+			failed := false
+			r.finish(job, func() {
+				failed = r.timedOut(job, h, maxTries, time.Since(begun), dbNow, false)
+				w.log.Error("handler ignores its context; its goroutine is held until it returns", "id", job.ID, "name", job.Name())
+			})
+			// Decided: count it now, so MaxJobs and StopWhenEmpty do not
+			// wait for a handler that may never return.
+			r.processed.Add(1)
+			r.signal()
 			late := <-done
 			r.stuck.Add(-1)
 			if !failed && late.err == nil {
 				// It finished after all while its reservation still stood:
 				// the work is done, so do not run it again.
-				err := r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
-				r.logJob(job, late.took, "done late", err)
+				r.finish(job, func() {
+					err := r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
+					r.logJob(job, late.took, "done late", err)
+				})
 			}
-			return
+			return true
 		}
 	}
+	r.finish(job, func() { r.outcome(job, h, maxTries, hctx, res, dbNow) })
+	return false
+}
 
+// outcome acts on what the handler returned.
+func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.Context, res result, dbNow func() time.Time) {
+	ev, ctx := r.w.opts.Events, r.jobCtx
 	var o *outcome
 	errors.As(res.err, &o)
 	switch {
@@ -208,6 +248,62 @@ func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Dur
 		fn(ctx, job, delay)
 	}
 	return false
+}
+
+// startMargin is how much longer than a job's timeout and the abandon wait
+// its reservation must still last for the job to start. The database
+// stamps reservations in whole seconds, so another worker may take a job
+// up to a second before its ExpiresAt.
+const startMargin = time.Second
+
+// maxPayloadSeconds is MaxDelay in a payload's whole seconds.
+const maxPayloadSeconds = int64(MaxDelay / time.Second)
+
+// jobTimeout is how long the job may run: the payload's timeout, else the
+// worker's, capped below retry_after. A payload timeout that is negative
+// or longer than MaxDelay is an error naming it, never a wrapped duration.
+func (r *run) jobTimeout(job *dbqueue.Job) (time.Duration, error) {
+	w, p := r.w, &job.Payload
+	timeout := w.opts.Timeout
+	if p.Timeout != nil {
+		s := int64(*p.Timeout)
+		if s < 0 || s > maxPayloadSeconds {
+			return timeout, payloadLimitErr(job, "timeout", fmt.Sprint(s), "a whole number of seconds from 0 (null and 0 take the worker's Timeout)")
+		}
+		if s > 0 {
+			timeout = time.Duration(s) * time.Second
+		}
+	}
+	if limit := w.q.RetryAfter() - TimeoutMargin; timeout > limit {
+		w.log.Warn("job timeout capped below retry_after so it never runs twice", "id", job.ID, "timeout", timeout, "capped", limit)
+		timeout = limit
+	}
+	return timeout, nil
+}
+
+// checkBackoff refuses a payload backoff with a delay that is negative or
+// longer than MaxDelay: it could only be written as a wrapped or
+// negative time, and its release would fail on every attempt.
+func checkBackoff(job *dbqueue.Job) error {
+	for _, s := range job.Payload.Backoff {
+		if s < 0 || int64(s) > maxPayloadSeconds {
+			return payloadLimitErr(job, "backoff", fmt.Sprint(s), "whole numbers of seconds from 0")
+		}
+	}
+	return nil
+}
+
+// payloadLimitErr says which payload field is out of range, quoting it as
+// the producer wrote it (the decoded number may already have been cut to
+// fit an int).
+func payloadLimitErr(job *dbqueue.Job, field, decoded, allowed string) error {
+	value := decoded
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(job.RawPayload, &fields) == nil && len(fields[field]) > 0 {
+		value = string(fields[field])
+	}
+	return fmt.Errorf("job %q: payload %q is %s: must be %s to %d (100 years); fix the producer that pushed it: %w",
+		job.Name(), field, value, allowed, maxPayloadSeconds, ErrPayloadLimit)
 }
 
 // backoff is Laravel's calculateBackoff: the payload's backoff, else the

@@ -87,6 +87,32 @@ type run struct {
 	done     *completer
 	releases *releaser
 	wake     <-chan struct{} // PostgreSQL notifications of new jobs
+
+	// closed is set, under closeMu, as Run returns: from then on the
+	// worker writes nothing and calls no hook for a job whose handler
+	// returns late; the job stays reserved until retry_after. Everything
+	// that finishes a job holds closeMu's read lock, so Run waits for
+	// writes already under way.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// finish runs fn, which writes a job's outcome and calls its hooks, unless
+// Run has returned.
+func (r *run) finish(job *dbqueue.Job, fn func()) {
+	r.closeMu.RLock()
+	defer r.closeMu.RUnlock()
+	if r.closed {
+		r.w.log.Warn("job finished after Run returned: nothing written, the job stays reserved until retry_after", "id", job.ID, "name", job.Name())
+		return
+	}
+	fn()
+}
+
+func (r *run) isClosed() bool {
+	r.closeMu.RLock()
+	defer r.closeMu.RUnlock()
+	return r.closed
 }
 
 // Run works jobs until a stop condition is met or ctx ends, then stops
@@ -142,24 +168,41 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	r.stopping.Store(true)
 	close(r.ready)
 
-	// Let running jobs finish; after the grace period cancel them.
+	// Let running jobs finish; after the grace period, or at once if ctx
+	// ends meanwhile, cancel them, and wait for their handlers only a
+	// moment longer.
 	finished := make(chan struct{})
 	go func() { runners.Wait(); close(finished) }()
-	if reason == StopCancelled || reason == StopWedged {
-		select {
-		case <-finished:
-		case <-time.After(w.opts.GracePeriod):
-			w.log.Warn("grace period over: cancelling running jobs", "running", r.inFlight.Load())
-			r.cancelJobs()
-			select {
-			case <-finished:
-			case <-time.After(abandonAfter):
-				w.log.Error("handlers ignored cancellation; their jobs stay reserved until retry_after", "jobs", r.inFlight.Load())
-			}
-		}
-	} else {
-		<-finished
+	var cut <-chan struct{}
+	if ctx.Err() == nil {
+		cut = ctx.Done()
 	}
+	if n := r.inFlight.Load(); n > 0 {
+		w.log.Info("worker stopping: waiting for running jobs", "reason", string(reason), "running", n, "grace", w.opts.GracePeriod)
+	}
+	grace := time.NewTimer(w.opts.GracePeriod)
+	select {
+	case <-finished:
+	case <-grace.C:
+		w.log.Warn("grace period over: cancelling running jobs", "running", r.inFlight.Load())
+	case <-cut:
+		w.log.Warn("context ended during the grace period: cancelling running jobs", "running", r.inFlight.Load())
+	}
+	grace.Stop()
+	r.cancelJobs()
+	select {
+	case <-finished:
+	case <-time.After(abandonAfter):
+		w.log.Error("handlers ignored cancellation; their jobs stay reserved until retry_after", "jobs", r.inFlight.Load())
+		// Every runner may be held: give back what still waits in the
+		// prefetch buffer (a runner that frees up may take some too).
+		for job := range r.ready {
+			r.finish(job, func() { r.giveBack(job, "worker stopping before the job started") })
+		}
+	}
+	r.closeMu.Lock()
+	r.closed = true
+	r.closeMu.Unlock()
 	r.done.close()
 	r.releases.close()
 	w.log.Info("worker stopping", "reason", string(reason), "processed", r.processed.Load(), "error", loopErr)
@@ -250,6 +293,13 @@ func (r *run) stopReason(ctx context.Context) StopReason {
 	return ""
 }
 
+// busy is how many reserved jobs may still come back to the queue through
+// this worker: those in flight, less those abandoned to handlers that
+// ignore their context (failed, or left reserved until retry_after).
+func (r *run) busy() int64 {
+	return r.inFlight.Load() - r.stuck.Load()
+}
+
 // claim is one claim's outcome, sent back to the loop.
 type claim struct {
 	n    int64 // slots it asked for
@@ -328,7 +378,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 		}
 		if empty == nil && len(queues) > 0 && want > 0 && outstanding < o.Claims && (outstanding == 0 || want >= minBatch) {
 			n := min(want, 1000)
-			c := claim{n: n, idleBefore: r.inFlight.Load() == 0 && outstanding == 0, reservedBefore: r.reserved.Load(), failedBefore: failed}
+			c := claim{n: n, idleBefore: r.busy() == 0 && outstanding == 0, reservedBefore: r.reserved.Load(), failedBefore: failed}
 			outstanding++
 			claiming += n
 			go func() {
@@ -444,17 +494,16 @@ func (r *run) activeQueues() []string {
 // runner runs jobs from the ready channel until it is closed.
 func (r *run) runner() {
 	for job := range r.ready {
+		counted := false
 		if r.stopping.Load() {
-			r.giveBack(job, "worker stopping before the job started")
-		} else if time.Until(job.ExpiresAt()) < r.w.opts.Timeout {
-			// Waited so long in the prefetch buffer that its reservation
-			// could run out mid-run: hand it back rather than risk two runs.
-			r.giveBack(job, "reservation too close to retry_after to start")
+			r.finish(job, func() { r.giveBack(job, "worker stopping before the job started") })
 		} else {
-			r.process(job)
+			counted = r.process(job)
 		}
 		r.inFlight.Add(-1)
-		r.processed.Add(1)
+		if !counted {
+			r.processed.Add(1)
+		}
 		if rest := r.w.opts.Rest; rest > 0 && !r.stopping.Load() {
 			time.Sleep(rest)
 		}
@@ -465,7 +514,10 @@ func (r *run) runner() {
 // giveBack returns a job without counting its attempt.
 func (r *run) giveBack(job *dbqueue.Job, why string) {
 	ctx := context.WithoutCancel(r.jobCtx)
-	err := r.persist(ctx, job, func() error { return r.w.ext.Unreserve(ctx, job) })
+	// Retried while the grace period lasts; once running jobs are
+	// cancelled, one try, so Run is not held: a job not given back comes
+	// back after retry_after.
+	err := r.persist(r.jobCtx, job, func() error { return r.w.ext.Unreserve(ctx, job) })
 	r.logJob(job, 0, "given back", err, "why", why)
 	if fn := r.w.opts.Events.JobReleased; fn != nil && err == nil {
 		fn(ctx, job, 0)
