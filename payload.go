@@ -156,12 +156,21 @@ func (s *Seconds) UnmarshalJSON(data []byte) error {
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return fmt.Errorf("%s is not a number of seconds", data)
 	}
-	*s = Seconds(f)
+	// Any number a producer wrote is kept in range, the same on every
+	// platform (a float beyond int's range converts differently on each):
+	// the worker refuses what is beyond MaxDelay and says so.
+	*s = Seconds(math.Max(math.Min(f, float64(maxSeconds)), -float64(maxSeconds)))
 	return nil
 }
 
-// Duration converts to a time.Duration.
-func (s Seconds) Duration() time.Duration { return time.Duration(s) * time.Second }
+// Duration converts to a time.Duration, saturating at its limits.
+func (s Seconds) Duration() time.Duration { return secondsDuration(int64(s)) }
+
+// MaxDelay is the longest delay, timeout or backoff dbqueue writes or
+// accepts: 100 years. Keeping every duration this far below
+// time.Duration's 292-year range means adding a margin or converting to
+// seconds can never wrap.
+const MaxDelay = 100 * 365 * 24 * time.Hour
 
 // DecodePayload parses a jobs.payload value. It fails on anything that is
 // not a JSON object with a job name; what it could read (such as the uuid)
@@ -250,6 +259,13 @@ func (j NewJob) encode() ([]byte, error) {
 		return nil, fmt.Errorf("dbqueue: job %q: set Delay or RunAt, not both", j.Name)
 	case j.MaxTries < 0 || j.MaxExceptions < 0 || j.Timeout < 0:
 		return nil, fmt.Errorf("dbqueue: job %q: MaxTries, MaxExceptions and Timeout must not be negative", j.Name)
+	case j.Timeout > MaxDelay:
+		return nil, fmt.Errorf("dbqueue: job %q: Timeout %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, j.Timeout)
+	}
+	for _, b := range j.Backoff {
+		if b < 0 || b > MaxDelay {
+			return nil, fmt.Errorf("dbqueue: job %q: Backoff %v must be between 0 and MaxDelay (100 years)", j.Name, b)
+		}
 	}
 	data, err := encodeData(j.Data)
 	if err != nil {

@@ -58,8 +58,10 @@ func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, e
 
 func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, error) {
 	var rows []dialect.JobRow
-	// Taken before the claim, so the local deadline is never late.
-	expires := time.Now().Add(q.RetryAfter())
+	// Taken before the claim, so the local deadline is never late, and a
+	// second early: the database stamps reserved_at in whole seconds, so it
+	// may count the reservation as up to a second older than we do.
+	expires := time.Now().Add(q.RetryAfter() - time.Second)
 	err := sqldb.Retry(ctx, func() (err error) {
 		rows, err = q.sql.Claim(ctx, q.db, queue, q.retryAfter, n)
 		return err

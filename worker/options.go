@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/dbqueue/dbqueue"
 )
 
 // TimeoutMargin is how much shorter than the queue's retry_after a job
@@ -18,7 +20,7 @@ const TimeoutMargin = 5 * time.Second
 // timeout above it fails that job; ReleaseAfter clamps to it. Keeping every
 // duration this far below time.Duration's 292-year range means adding a
 // margin or converting to seconds can never wrap.
-const MaxDelay = 100 * 365 * 24 * time.Hour
+const MaxDelay = dbqueue.MaxDelay
 
 // maxSlots bounds Concurrency and Prefetch, so their sum and the buffers
 // they size stay sane.
