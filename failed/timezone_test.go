@@ -1,11 +1,8 @@
 package failed_test
 
 import (
-	"bufio"
-	"bytes"
 	"database/sql"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -25,26 +22,9 @@ import (
 // schema-qualified, so they land in the test's own schema).
 func laravelTables(t *testing.T, db *dbtest.DB) {
 	t.Helper()
-	name := map[dbqueue.Dialect]string{dbqueue.Postgres: "pgsql", dbqueue.MySQL: "mysql", dbqueue.SQLite: "sqlite"}[db.Dialect]
-	raw, err := os.ReadFile("../testdata/laravel/schema_" + name + ".sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stmts []string
-	in := false
-	for sc := bufio.NewScanner(bytes.NewReader(raw)); sc.Scan(); {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "-- Statements Laravel emitted:"):
-			in = true
-		case in && strings.HasPrefix(line, "--   "):
-			stmts = append(stmts, strings.TrimSuffix(strings.TrimPrefix(line, "--   "), ";"))
-		case in:
-			in = false
-		}
-	}
+	stmts := dbtest.LaravelStatements(t, db.Dialect)
 	if !slices.ContainsFunc(stmts, func(s string) bool { return strings.Contains(s, "failed_at") }) {
-		t.Fatalf("no failed_jobs statement found in schema_%s.sql", name)
+		t.Fatal("no failed_jobs statement among Laravel's")
 	}
 	for _, s := range stmts {
 		db.Exec(t, s)

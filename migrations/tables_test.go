@@ -1,12 +1,10 @@
 package migrations_test
 
 import (
-	"bufio"
 	"bytes"
 	"database/sql"
 	"io/fs"
 	"log/slog"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -280,7 +278,7 @@ func TestUpReportsWidenedLaravelColumns(t *testing.T) {
 		dbqueue.SQLite: nil, // INTEGER is 64-bit: nothing to widen
 	}
 	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
-		for _, stmt := range laravelSchema(t, db.Dialect) {
+		for _, stmt := range dbtest.LaravelStatements(t, db.Dialect) {
 			db.Exec(t, stmt)
 		}
 		var log bytes.Buffer
@@ -320,36 +318,6 @@ func TestUpReportsWidenedLaravelColumns(t *testing.T) {
 			t.Fatalf("up on an empty database widened %v and logged %q", m.Widened(), log.String())
 		}
 	})
-}
-
-// laravelSchema returns the statements Laravel emitted, as recorded in
-// testdata/laravel/schema_*.sql.
-func laravelSchema(t *testing.T, d dbqueue.Dialect) []string {
-	t.Helper()
-	name := map[dbqueue.Dialect]string{dbqueue.Postgres: "pgsql", dbqueue.MySQL: "mysql", dbqueue.SQLite: "sqlite"}[d]
-	f, err := os.Open("../testdata/laravel/schema_" + name + ".sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var stmts []string
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "-- Statements Laravel emitted:"):
-			in = true
-		case in && strings.HasPrefix(line, "--   "):
-			stmts = append(stmts, strings.TrimSuffix(strings.TrimPrefix(line, "--   "), ";"))
-		case in:
-			in = false
-		}
-	}
-	if len(stmts) < 3 {
-		t.Fatalf("no Laravel statements in %s", f.Name())
-	}
-	return stmts
 }
 
 func regexpWord(w string) *regexp.Regexp { return regexp.MustCompile(`(^|[^\w.])` + w + `\b`) }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +21,7 @@ func TestUpPrintsWidened(t *testing.T) {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			db := dbtest.Empty(t, d)
-			for _, stmt := range laravelStatements(t, d) {
+			for _, stmt := range dbtest.LaravelStatements(t, d) {
 				db.Exec(t, stmt)
 			}
 			out := mustMigrate(t, "up", "-dsn", db.DSN)
@@ -110,34 +109,4 @@ func TestExport(t *testing.T) {
 			t.Errorf("migrate %q: %v; want an error saying %q", tc.args, err, tc.want)
 		}
 	}
-}
-
-// laravelStatements returns the DDL Laravel emitted, as recorded in
-// testdata/laravel/schema_*.sql.
-func laravelStatements(t *testing.T, d dbqueue.Dialect) []string {
-	t.Helper()
-	name := map[dbqueue.Dialect]string{dbqueue.Postgres: "pgsql", dbqueue.MySQL: "mysql", dbqueue.SQLite: "sqlite"}[d]
-	f, err := os.Open("../../testdata/laravel/schema_" + name + ".sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var stmts []string
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "-- Statements Laravel emitted:"):
-			in = true
-		case in && strings.HasPrefix(line, "--   "):
-			stmts = append(stmts, strings.TrimSuffix(strings.TrimPrefix(line, "--   "), ";"))
-		case in:
-			in = false
-		}
-	}
-	if len(stmts) < 3 {
-		t.Fatalf("no Laravel statements in %s", f.Name())
-	}
-	return stmts
 }
