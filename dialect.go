@@ -1,6 +1,7 @@
 package dbqueue
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -77,6 +78,21 @@ func ParseDSN(dsn string) (DSN, error) {
 		return DSN{}, err
 	}
 	return DSN{Dialect: Dialect(o.Dialect), Driver: driver, Conn: conn}, nil
+}
+
+// OpenSQL opens a database/sql pool on the database a DSN names, with the
+// driver package the program imports for it, for code that needs plain SQL
+// on the queue's database: migrations, tools, tests. The caller closes it.
+func OpenSQL(dsn string) (*sql.DB, Dialect, error) {
+	parsed, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	db, err := sql.Open(parsed.Driver, parsed.Conn)
+	if err != nil {
+		return nil, "", fmt.Errorf("dbqueue: open %s: %w", sqldb.Redact(dsn), err)
+	}
+	return db, parsed.Dialect, nil
 }
 
 // opener finds the registered driver for dsn, or says which to import.

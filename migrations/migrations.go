@@ -242,16 +242,12 @@ func Up(ctx context.Context, db *sql.DB, dialect dbqueue.Dialect, opts ...Option
 // for programs that are handed a DSN and want the tables before opening
 // the queue.
 func UpDSN(ctx context.Context, dsn string, opts ...Option) error {
-	parsed, err := dbqueue.ParseDSN(dsn)
-	if err != nil {
-		return err
-	}
-	db, err := sql.Open(parsed.Driver, parsed.Conn)
+	db, dialect, err := dbqueue.OpenSQL(dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return Up(ctx, db, parsed.Dialect, opts...)
+	return Up(ctx, db, dialect, opts...)
 }
 
 // sqliteLocker is a goose.Locker for SQLite: one lock row, taken with an

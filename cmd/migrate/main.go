@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -101,20 +100,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if strings.TrimSpace(*dsn) == "" {
 		return errors.New("no database named: pass -dsn DSN or set DATABASE_URL\n" + usage)
 	}
-	parsed, err := dbqueue.ParseDSN(*dsn)
-	if err != nil {
-		return err
-	}
-	db, err := sql.Open(parsed.Driver, parsed.Conn)
+	db, dbDialect, err := dbqueue.OpenSQL(*dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("cannot reach the %s database: %w", parsed.Dialect, err)
+		return fmt.Errorf("cannot reach the %s database: %w", dbDialect, err)
 	}
 	// Widened columns are printed below, not logged.
-	m, err := migrations.New(db, parsed.Dialect, migrations.WithTables(tables), migrations.WithLogger(nil))
+	m, err := migrations.New(db, dbDialect, migrations.WithTables(tables), migrations.WithLogger(nil))
 	if err != nil {
 		return err
 	}

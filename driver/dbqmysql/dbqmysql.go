@@ -70,11 +70,7 @@ type Driver struct{ conn sqldb.Conn }
 // New returns the driver for a *sql.DB the caller owns, opened with
 // go-sql-driver/mysql and parseTime=true: the queue's Close leaves it open.
 func New(db *sql.DB) *Driver {
-	var d sqldb.DB
-	if db != nil {
-		d = sqldb.SQLDB(db, false)
-	}
-	return &Driver{conn: sqldb.Conn{DB: d, Dialect: "mysql"}}
+	return &Driver{conn: sqldb.StdConn(db, "mysql")}
 }
 
 // Conn is for dbqueue's own use.

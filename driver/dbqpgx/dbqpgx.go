@@ -72,11 +72,7 @@ func New(pool *pgxpool.Pool) *Driver {
 // NewSQL returns the driver for a database/sql pool opened with pgx's
 // stdlib ("pgx" driver name). Workers on it poll instead of listening.
 func NewSQL(db *sql.DB) *Driver {
-	var d sqldb.DB
-	if db != nil {
-		d = sqldb.SQLDB(db, false)
-	}
-	return &Driver{conn: sqldb.Conn{DB: d, Dialect: "postgres"}}
+	return &Driver{conn: sqldb.StdConn(db, "postgres")}
 }
 
 // Conn is for dbqueue's own use.

@@ -58,11 +58,7 @@ type Driver struct{ conn sqldb.Conn }
 // modernc.org/sqlite ("sqlite"); open it from Parse's DSN to get the
 // pragmas a queue needs. The queue's Close leaves it open.
 func New(db *sql.DB) *Driver {
-	var d sqldb.DB
-	if db != nil {
-		d = sqldb.SQLDB(db, false)
-	}
-	return &Driver{conn: sqldb.Conn{DB: d, Dialect: "sqlite"}}
+	return &Driver{conn: sqldb.StdConn(db, "sqlite")}
 }
 
 // Conn is for dbqueue's own use.

@@ -4,7 +4,6 @@ package dbtest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -201,11 +200,7 @@ func (s *Server) start() {
 }
 
 func (s *Server) ping() error {
-	parsed, err := dbqueue.ParseDSN(s.DSN)
-	if err != nil {
-		return err
-	}
-	db, err := sql.Open(parsed.Driver, parsed.Conn)
+	db, _, err := dbqueue.OpenSQL(s.DSN)
 	if err != nil {
 		return err
 	}

@@ -104,6 +104,16 @@ func ReadCommittedSQLDB(db *sql.DB) DB {
 	return &stdDB{stdExec: stdExec{db}, db: db, owned: true, sessionRC: true}
 }
 
+// StdConn is the Conn of a caller's database/sql pool (nil stays nil, for
+// dbqueue.New to refuse with a clear error).
+func StdConn(db *sql.DB, dialect string) Conn {
+	c := Conn{Dialect: dialect}
+	if db != nil {
+		c.DB = SQLDB(db, false)
+	}
+	return c
+}
+
 // SQLDB adapts a database/sql pool. Close closes it only when owned is true.
 func SQLDB(db *sql.DB, owned bool) DB {
 	return &stdDB{stdExec: stdExec{db}, db: db, owned: owned}
