@@ -60,6 +60,8 @@ func TestPushRejectsBadJobs(t *testing.T) {
 			{"negative max tries", dbqueue.NewJob{Name: "x", MaxTries: -1}, []string{"must not be negative"}},
 			{"negative timeout", dbqueue.NewJob{Name: "x", Timeout: -time.Second}, []string{"must not be negative"}},
 			{"negative backoff", dbqueue.NewJob{Name: "x", Backoff: []time.Duration{time.Second, -time.Second}}, []string{"negative backoff"}},
+			{"timeout past MaxDelay", dbqueue.NewJob{Name: "x", Timeout: dbqueue.MaxDelay + time.Hour}, []string{"Timeout", "MaxDelay"}},
+			{"backoff past MaxDelay", dbqueue.NewJob{Name: "x", Backoff: []time.Duration{dbqueue.MaxDelay + time.Hour}}, []string{"Backoff", "MaxDelay"}},
 		} {
 			_, err := q.Push(ctx, tc.job)
 			wantErr(t, "Push with "+tc.what, err, tc.want...)

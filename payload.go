@@ -263,8 +263,8 @@ func (j NewJob) encode() ([]byte, error) {
 		return nil, fmt.Errorf("dbqueue: job %q: Timeout %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, j.Timeout)
 	}
 	for _, b := range j.Backoff {
-		if b < 0 || b > MaxDelay {
-			return nil, fmt.Errorf("dbqueue: job %q: Backoff %v must be between 0 and MaxDelay (100 years)", j.Name, b)
+		if b > MaxDelay {
+			return nil, fmt.Errorf("dbqueue: job %q: Backoff %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, b)
 		}
 	}
 	data, err := encodeData(j.Data)
