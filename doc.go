@@ -1,18 +1,126 @@
-// Package dbqueue is a job queue kept in the application's own SQL database:
-// PostgreSQL, MySQL 8 / MariaDB 10.6+, or SQLite.
+// Package dbqueue is a job queue kept in the SQL database an application
+// already has: PostgreSQL, MySQL 8 / MariaDB 10.6+, or SQLite (pure Go, no
+// server). It uses Laravel's database-queue tables (jobs, failed_jobs) and
+// payload envelope, so a Laravel app and a Go service can share one queue.
+// Jobs can be pushed inside the application's own transactions (PushTx),
+// are claimed without blocking other workers, and are worked by a pool of
+// goroutines that does what `php artisan queue:work` does. There is no
+// broker and no sweeper: a job's whole life is one row.
 //
-// It keeps Laravel's database-queue tables (jobs, failed_jobs) and payload
-// envelope, so a Laravel app and a Go service can share one queue. A job's
-// life is one row: Push inserts it, Reserve claims it with
-// SELECT … FOR UPDATE SKIP LOCKED and bumps its attempts, and the holder then
-// Deletes it (success), Releases it (retry later, same row) or Fails it (the
-// row moves to failed_jobs in the same transaction). A reservation older than
+// # Import
+//
+// This package links no database driver. Import it with the driver package
+// of your database; importing a driver package, even blank, makes its DSNs
+// known to Open and to migrations.UpDSN:
+//
+//	import (
+//		"github.com/dbqueue/dbqueue"
+//		_ "github.com/dbqueue/dbqueue/driver/dbqpgx" // or driver/dbqmysql, driver/dbqsqlite
+//	)
+//
+// # Start
+//
+// A complete program: it creates the tables, pushes a job and works the
+// queue until Ctrl-C or SIGTERM, then stops gracefully.
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"log"
+//		"os"
+//		"os/signal"
+//		"syscall"
+//
+//		"github.com/dbqueue/dbqueue"
+//		_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
+//		"github.com/dbqueue/dbqueue/migrations"
+//		"github.com/dbqueue/dbqueue/worker"
+//	)
+//
+//	type Welcome struct {
+//		Email string `json:"email"`
+//	}
+//
+//	func main() {
+//		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//		defer stop()
+//
+//		dsn := "sqlite:./queue.db" // or postgres://…, mysql://… with their driver package
+//		if err := migrations.UpDSN(ctx, dsn); err != nil { // `migrate up`, idempotent
+//			log.Fatal(err)
+//		}
+//		q, err := dbqueue.Open(ctx, dsn)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer q.Close()
+//
+//		if _, err := q.Push(ctx, dbqueue.NewJob{
+//			Name: "send-welcome", Data: Welcome{Email: "ada@example.com"}, MaxTries: 3,
+//		}); err != nil {
+//			log.Fatal(err)
+//		}
+//
+//		w, err := worker.New(q, worker.Options{Concurrency: 16})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		worker.HandleJSON(w, "send-welcome", func(ctx context.Context, job *dbqueue.Job, m Welcome) error {
+//			log.Printf("welcome mail to %s (attempt %d)", m.Email, job.Attempts)
+//			return nil // nil deletes the job; an error retries it, then fails it
+//		})
+//		if err := w.Run(ctx); err != nil { // nil after a graceful stop
+//			log.Fatal(err)
+//		}
+//	}
+//
+// The examples of this package and of worker and failed run as tests on
+// SQLite, and show their output.
+//
+// # Where things are
+//
+//   - This package: Open (from a DSN, see ParseDSN) and New (on a pool
+//     handed over by a driver package); Push, PushMany and PushTx; the
+//     lower-level Reserve, Delete, Release and Fail a worker is built on;
+//     Size and Clear; Pause, Resume, Paused and Restart, the signals
+//     workers obey; WithTables and the other Options.
+//   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle
+//     and HandleJSON, Run; tries, backoff, timeouts, concurrency, graceful
+//     stops, and Laravel's queue events as hooks.
+//   - [github.com/dbqueue/dbqueue/failed]: the failed_jobs table, as
+//     Laravel's queue:failed, queue:retry, queue:forget, queue:flush and
+//     queue:prune-failed: failed.New, List, Find, Retry, RetryQueue,
+//     RetryAll, Forget, Flush, Prune.
+//   - [github.com/dbqueue/dbqueue/migrations]: the tables. migrations.Up on
+//     a *sql.DB, UpDSN on a DSN, FS for goose, golang-migrate or Atlas,
+//     WithTables for other table names. cmd/migrate is the same as a
+//     command.
+//   - Driver packages: [github.com/dbqueue/dbqueue/driver/dbqpgx] (pgx v5:
+//     dbqpgx.New(pool), and dbqpgx.PushTx to push in a pgx transaction),
+//     [github.com/dbqueue/dbqueue/driver/dbqmysql] (dbqmysql.New(db)) and
+//     [github.com/dbqueue/dbqueue/driver/dbqsqlite] (dbqsqlite.New(db)).
+//   - [github.com/dbqueue/dbqueue/dbqueuetest]: a migrated SQLite queue in a
+//     test's temporary directory, and what was pushed to it, for testing
+//     code that enqueues jobs.
+//
+// # Ownership
+//
+// Reserve claims a row and bumps its attempts; the holder then Deletes it
+// (success), Releases it (retry later, same row) or Fails it (the row moves
+// to failed_jobs in the same transaction). A reservation older than
 // retry_after is claimed again by the same statement, so a crashed worker's
-// job comes back without a sweeper.
+// job comes back by itself.
 //
-// Delete, Release and Fail act only on the reservation the caller holds: a
-// row is named by (id, attempts), so a worker whose job was reclaimed after
-// retry_after gets ErrNotHeld instead of touching the new holder's run.
+// Every claim also draws a new reservation token (the reservation_token
+// column). Delete, Release and Fail name the row by its id, token and
+// attempts together, and act only if that is still the reservation on the
+// row: a holder whose reservation ran out and was claimed by another
+// worker gets ErrNotHeld and changes nothing, so it can never finish,
+// release or fail the new holder's run.
 //
-// Every time the queue stores comes from the database's clock.
+// The times the queue writes and compares (created_at, available_at after
+// a delay, reserved_at, failed_at, the retry_after cut-off) come from the
+// database's clock, never a worker's, so workers whose clocks disagree
+// still agree on when a job is due and when a reservation runs out.
 package dbqueue
