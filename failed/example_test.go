@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite" // makes sqlite: DSNs known to Open
 	"github.com/dbqueue/dbqueue/failed"
 	"github.com/dbqueue/dbqueue/migrations"
 )
@@ -47,7 +48,8 @@ func ExampleStore_Retry() {
 		log.Fatal(err)
 	}
 
-	// An operator lists the failures, then retries them.
+	// An operator lists the failures, then retries them. The store shares
+	// q's connection; New fails only without a queue (a nil q).
 	store, err := failed.New(q)
 	if err != nil {
 		log.Fatal(err)
@@ -65,6 +67,12 @@ func ExampleStore_Retry() {
 	}
 	fmt.Println("retried:", n)
 
+	// It is no longer in failed_jobs: a second retry of the same uuid is
+	// refused, all or nothing.
+	if _, err := store.Retry(ctx, list[0].UUID); errors.Is(err, failed.ErrNotFound) {
+		fmt.Println("retry again: not found")
+	}
+
 	// The job is back, on its first attempt again, with the same uuid.
 	jobs, err = q.Reserve(ctx, 1)
 	if err != nil {
@@ -74,5 +82,72 @@ func ExampleStore_Retry() {
 	// Output:
 	// send-invoice on default failed: smtp: connection refused
 	// retried: 1
+	// retry again: not found
 	// send-invoice attempt 1 same uuid: true
+}
+
+// RetryQueue puts back every failure of one queue, as
+// `queue:retry --queue=mail` does; failures of other queues stay.
+func ExampleStore_RetryQueue() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "dbqueue-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	dsn := "sqlite:" + filepath.Join(dir, "queue.db")
+	if err := migrations.UpDSN(ctx, dsn); err != nil {
+		log.Fatal(err)
+	}
+	q, err := dbqueue.Open(ctx, dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+
+	// Two mails and a report fail: the mail server was down.
+	for _, job := range []dbqueue.NewJob{
+		{Name: "send-invoice", Queue: "mail"},
+		{Name: "send-reminder", Queue: "mail"},
+		{Name: "build-report", Queue: "reports"},
+	} {
+		if _, err := q.Push(ctx, job); err != nil {
+			log.Fatal(err)
+		}
+		jobs, err := q.Reserve(ctx, 1, job.Queue)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := q.Fail(ctx, jobs[0], errors.New("smtp: connection refused")); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	store, err := failed.New(q)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The mail server is back: retry the mail queue only.
+	n, err := store.RetryQueue(ctx, "mail")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("retried:", n)
+
+	mail, err := q.Size(ctx, "mail")
+	if err != nil {
+		log.Fatal(err)
+	}
+	left, err := store.List(ctx, failed.Filter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("mail jobs pending:", mail.Pending)
+	for _, j := range left {
+		fmt.Println("still failed:", j.Name(), "on", j.Queue)
+	}
+	// Output:
+	// retried: 2
+	// mail jobs pending: 2
+	// still failed: build-report on reports
 }
