@@ -3,8 +3,9 @@
 // server). It uses Laravel's database-queue tables (jobs, failed_jobs) and
 // payload envelope, so a Laravel app and a Go service can share one queue.
 // Jobs can be pushed inside the application's own transactions (PushTx),
-// are claimed without blocking other workers, and are worked by a pool of
-// goroutines that does what `php artisan queue:work` does. There is no
+// are claimed without waiting on other workers' locks (SKIP LOCKED on
+// PostgreSQL and MySQL), and are worked by a pool of goroutines that does
+// what `php artisan queue:work` does. There is no
 // broker and no sweeper: a job's whole life is one row.
 //
 // # Import
