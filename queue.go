@@ -189,7 +189,7 @@ func newQueue(ctx context.Context, conn sqldb.Conn, opts []Option) (*Queue, erro
 	}
 	q.handle = core.NewHandle(&core.Queue{
 		DB: q.db, Dialect: d, Connection: q.connection, DefaultQueue: q.queue,
-		RetryAfter: q.retryAfter, Notify: q.wake.broadcast, Ext: ext{q},
+		RetryAfter: q.retryAfter, Ext: ext{q},
 	})
 	return q, nil
 }

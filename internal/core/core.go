@@ -21,9 +21,6 @@ type Queue struct {
 	Connection   string
 	DefaultQueue string
 	RetryAfter   int64
-	// Notify wakes this process's own listeners of queue at once (pushes
-	// made by failed.Retry, say): a no-op where nobody listens.
-	Notify func(queue string)
 	// Ext holds package dbqueue's worker-side operations, typed there; the
 	// packages that use them assert the interface they need.
 	Ext any

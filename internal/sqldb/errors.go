@@ -82,7 +82,7 @@ func Classify(err error) Class {
 	return Other
 }
 
-// Retryable reports whether err is a transient conflict.
+// IsRetryable reports whether err is a transient conflict.
 func IsRetryable(err error) bool { return Classify(err) == Retryable }
 
 // MissingTable reports whether err says a table, or a column a migration
