@@ -247,3 +247,45 @@ func TestHugeDurationsNeverWrap(t *testing.T) {
 		}
 	})
 }
+
+// When a MySQL claim's first candidates are all it finds and other
+// claimers hold some of them, the rows it did lock must still be marked
+// reserved before they are handed out: a claim that returned them
+// unmarked let another worker take the same jobs, and each ran twice.
+func TestClaimMarksWhatItLockedWhenCandidatesRunOut(t *testing.T) {
+	db := dbtest.New(t, dbqueue.MySQL)
+	q := db.Queue(t)
+	const n = 5
+	jobs := make([]dbqueue.NewJob, 2*n) // exactly one full set of candidates
+	for i := range jobs {
+		jobs[i] = dbqueue.NewJob{Name: "contended"}
+	}
+	ids, err := q.PushMany(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another claimer holds n+1 of them, so the first round locks n-1 and
+	// a second round finds no other candidate.
+	tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query("SELECT id FROM jobs WHERE id <= ? FOR UPDATE", ids[n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	got := reserve(t, q, n)
+	if len(got) != n-1 {
+		t.Fatalf("reserved %d jobs, want the %d nobody else holds", len(got), n-1)
+	}
+	for _, j := range got {
+		if c := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ? AND reserved_at IS NOT NULL", j.ID); c != 1 {
+			t.Fatalf("job %d was handed out but is not reserved in the table: another worker can take it too", j.ID)
+		}
+		if err := q.Delete(ctx, j); err != nil {
+			t.Fatalf("delete job %d after running it: %v", j.ID, err)
+		}
+	}
+}
