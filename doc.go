@@ -88,8 +88,9 @@
 //     Size and Clear; Pause, Resume, Paused and Restart, the signals
 //     workers obey; WithTables and the other Options.
 //   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle,
-//     HandleJSON and Register (typed jobs), Run and RunOnce; tries, backoff, timeouts, concurrency, graceful
-//     stops, and Laravel's queue events as hooks.
+//     HandleJSON and Register (typed jobs), Run and RunOnce; tries,
+//     backoff, timeouts, concurrency, graceful stops, and Laravel's queue
+//     events as hooks.
 //   - [github.com/dbqueue/dbqueue/failed]: the failed_jobs table, as
 //     Laravel's queue:failed, queue:retry, queue:forget, queue:flush and
 //     queue:prune-failed: failed.New, List, Find, Retry, RetryQueue,
