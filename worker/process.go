@@ -265,8 +265,9 @@ const startMargin = time.Second
 const maxPayloadSeconds = int64(MaxDelay / time.Second)
 
 // jobTimeout is how long the job may run: the payload's timeout, else the
-// handler's, else the worker's, capped below retry_after. A payload timeout that is negative
-// or longer than MaxDelay is an error naming it, never a wrapped duration.
+// handler's, else the worker's, capped below retry_after. A payload
+// timeout that is negative or longer than MaxDelay is an error naming it,
+// never a wrapped duration.
 func (r *run) jobTimeout(job *dbqueue.Job, h *handler) (time.Duration, error) {
 	w, p := r.w, &job.Payload
 	timeout := w.opts.Timeout
