@@ -82,13 +82,15 @@
 // # Where things are
 //
 //   - This package: Open (from a DSN, see ParseDSN) and New (on a pool
-//     handed over by a driver package); Push, PushMany and PushTx; the
+//     handed over by a driver package); Push, PushMany and PushTx, and
+//     for typed jobs (JobArgs) PushArgs, PushArgsMany and PushArgsTx; the
 //     lower-level Reserve, Delete, Release and Fail a worker is built on;
 //     Size and Clear; Pause, Resume, Paused and Restart, the signals
 //     workers obey; WithTables and the other Options.
-//   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle
-//     and HandleJSON, Run; tries, backoff, timeouts, concurrency, graceful
-//     stops, and Laravel's queue events as hooks.
+//   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle,
+//     HandleJSON and Register (typed jobs), Run and RunOnce; tries,
+//     backoff, timeouts, concurrency, graceful stops, and Laravel's queue
+//     events as hooks.
 //   - [github.com/dbqueue/dbqueue/failed]: the failed_jobs table, as
 //     Laravel's queue:failed, queue:retry, queue:forget, queue:flush and
 //     queue:prune-failed: failed.New, List, Find, Retry, RetryQueue,
@@ -102,8 +104,9 @@
 //     [github.com/dbqueue/dbqueue/driver/dbqmysql] (dbqmysql.New(db)) and
 //     [github.com/dbqueue/dbqueue/driver/dbqsqlite] (dbqsqlite.New(db)).
 //   - [github.com/dbqueue/dbqueue/dbqueuetest]: a migrated SQLite queue in a
-//     test's temporary directory, and what was pushed to it, for testing
-//     code that enqueues jobs.
+//     test's temporary directory, or a table set of the test's own on a
+//     server (NewDSN, NewEnv); what was pushed to it (Pushed, PushedArgs);
+//     and Work, which runs the ready jobs through a worker's handlers once.
 //
 // # Ownership
 //

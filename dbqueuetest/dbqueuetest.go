@@ -1,11 +1,18 @@
-// Package dbqueuetest gives tests of code that enqueues jobs a real queue
-// that needs no server: a migrated SQLite database in the test's temporary
-// directory, removed when the test ends. It is to dbqueue what httptest is
-// to net/http.
+// Package dbqueuetest gives tests of code that enqueues and works jobs a
+// real queue: New is a migrated SQLite database in the test's temporary
+// directory that needs no server; NewDSN and NewEnv put a table set of the
+// test's own on a PostgreSQL or MySQL server, dropped when the test ends.
+// Pushed and PushedArgs show what the code under test enqueued; Work runs
+// the ready jobs through a worker's handlers once and says what became of
+// each. It is to dbqueue what httptest is to net/http.
 package dbqueuetest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,6 +20,7 @@ import (
 	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite" // the embedded default
 	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/migrations"
+	"github.com/dbqueue/dbqueue/worker"
 )
 
 // New returns a queue on a fresh, migrated SQLite file, closed when the
@@ -32,9 +40,79 @@ func New(t testing.TB, opts ...dbqueue.Option) *dbqueue.Queue {
 	return q
 }
 
-// Pushed returns the payloads of the jobs waiting in a queue ("" for the
-// default), oldest first, without reserving them: for asserting what the
-// code under test enqueued.
+// NewDSN returns a queue on the database dsn names (any DSN dbqueue.Open
+// takes; import its driver package), on tables of this test's own: a
+// random prefix (dbqt_<hex>_jobs, dbqt_<hex>_failed_jobs, their signals
+// and migration version tables), migrated now and dropped, with their
+// jobs, when the test ends. Tests in parallel on one server never see each
+// other's jobs, and the database's own jobs table is never touched: test
+// against the database the application runs on, not a stand-in. The
+// queue is closed when the test ends. Options are passed to dbqueue.Open
+// after the tables; do not pass WithTables.
+func NewDSN(t testing.TB, dsn string, opts ...dbqueue.Option) *dbqueue.Queue {
+	t.Helper()
+	ctx := context.Background()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	prefix := "dbqt_" + hex.EncodeToString(b[:])
+	tables := migrations.Tables{Jobs: prefix + "_jobs", Failed: prefix + "_failed_jobs"}
+	db, dialect, err := dbqueue.OpenSQL(dsn)
+	if err != nil {
+		t.Fatalf("dbqueuetest: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	m, err := migrations.New(db, dialect, migrations.WithTables(tables))
+	if err != nil {
+		t.Fatalf("dbqueuetest: %v", err)
+	}
+	// Registered before Up, so a half-done Up is cleaned up too.
+	t.Cleanup(func() {
+		for {
+			v, err := m.Version(ctx)
+			if err != nil || v == 0 {
+				break
+			}
+			if _, err := m.Down(ctx); err != nil {
+				t.Errorf("dbqueuetest: drop the test's tables %s_*: %v", prefix, err)
+				return
+			}
+		}
+		// What goose leaves behind: its version table, and the lock table
+		// of its MySQL and SQLite lockers.
+		for _, table := range []string{tables.VersionTable(), tables.VersionTable() + "_lock"} {
+			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table); err != nil {
+				t.Errorf("dbqueuetest: drop %s: %v", table, err)
+			}
+		}
+	})
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("dbqueuetest: migrate %s_* tables: %v", prefix, err)
+	}
+	opts = append([]dbqueue.Option{dbqueue.WithTables(dbqueue.Tables{Jobs: tables.Jobs, Failed: tables.Failed})}, opts...)
+	q, err := dbqueue.Open(ctx, dsn, opts...)
+	if err != nil {
+		t.Fatalf("dbqueuetest: open: %v", err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// NewEnv is NewDSN on the DSN in the environment variable name (such as
+// DBQUEUE_TEST_POSTGRES_DSN), and skips the test when it is unset, so a
+// suite runs its server tests where a server is configured and its SQLite
+// ones everywhere.
+func NewEnv(t testing.TB, name string, opts ...dbqueue.Option) *dbqueue.Queue {
+	t.Helper()
+	dsn := os.Getenv(name)
+	if dsn == "" {
+		t.Skipf("dbqueuetest: %s is not set: set it to a DSN to run this test on that server", name)
+	}
+	return NewDSN(t, dsn, opts...)
+}
+
+// Pushed returns the payloads of the jobs in a queue ("" for the
+// default), reserved or not, oldest first: for asserting what the code
+// under test enqueued.
 func Pushed(t testing.TB, q *dbqueue.Queue, queue string) []dbqueue.Payload {
 	t.Helper()
 	c := core.Of(q)
@@ -54,4 +132,46 @@ func Pushed(t testing.TB, q *dbqueue.Queue, queue string) []dbqueue.Payload {
 		out = append(out, p)
 	}
 	return out
+}
+
+// PushedArgs returns the args of the jobs of T's kind, decoded, oldest
+// first, from the queues named, or, when none is, from the queue T's
+// JobOptions names (the default queue when it names none): the typed
+// Pushed. A job whose data does not decode into a T fails the test.
+func PushedArgs[T dbqueue.JobArgs](t testing.TB, q *dbqueue.Queue, queues ...string) []T {
+	t.Helper()
+	var zero T
+	kind := zero.Kind()
+	if len(queues) == 0 {
+		queues = []string{dbqueue.JobFor(zero).Queue}
+	}
+	var out []T
+	for _, queue := range queues {
+		for _, p := range Pushed(t, q, queue) {
+			if p.Name() != kind {
+				continue
+			}
+			var args T
+			if err := json.Unmarshal(p.Data, &args); err != nil {
+				t.Fatalf("dbqueuetest: job %s (%s): data %s does not decode into %T: %v", p.UUID, kind, p.Data, args, err)
+			}
+			out = append(out, args)
+		}
+	}
+	return out
+}
+
+// Work runs the jobs ready on w's queues through w's handlers once, as
+// w.RunOnce does, and returns what became of each: done, released (with
+// its delay), failed (with why)... Their outcomes are written to the
+// queue as a running worker writes them, so what follows (a retry's
+// backoff, a failed_jobs row) can be asserted too. A database error fails
+// the test.
+func Work(t testing.TB, w *worker.Worker) []worker.Result {
+	t.Helper()
+	res, err := w.RunOnce(t.Context())
+	if err != nil {
+		t.Fatalf("dbqueuetest: %v", err)
+	}
+	return res
 }

@@ -7,7 +7,16 @@
 // as there are free slots, run each with its timeout, and then delete it
 // (success), release it with a backoff (an error with tries left) or move
 // it to failed_jobs (out of tries, past retryUntil, too many exceptions, a
-// timeout with failOnTimeout, an unknown job name).
+// timeout with failOnTimeout). A job whose name has no handler on this
+// worker is released for Options.UnknownKindBackoff, so that in a rolling
+// deploy a worker of the new version runs it, and failed when its tries
+// run out.
+//
+// Handlers are registered by name (Handle, HandleJSON) or by args type
+// (Register, for dbqueue.JobArgs types pushed with dbqueue.PushArgs). Tries,
+// backoff and timeout come from the job's payload, else its handler
+// (WithTries, WithBackoff, WithTimeout), else Options. RunOnce works the
+// jobs ready now once, for tests, cron jobs and serverless workers.
 //
 // Timeouts: a handler's context is cancelled at the job's timeout. A
 // handler that returns is finished at once (released or failed). A handler

@@ -22,6 +22,12 @@ type FailedFunc func(ctx context.Context, job *dbqueue.Job, cause error)
 type handler struct {
 	run    HandlerFunc
 	failed FailedFunc
+	// The handler's own defaults, used when the payload has none: a
+	// payload beats its handler, which beats the worker's Options.
+	tries   *int // 0: unlimited
+	timeout time.Duration
+	backoff []time.Duration
+	optErr  error // an option out of range, reported by Handle
 }
 
 // HandlerOption configures a registered handler.
@@ -32,10 +38,60 @@ func OnFailure(fn FailedFunc) HandlerOption {
 	return func(h *handler) { h.failed = fn }
 }
 
+// WithTries sets how many attempts the handler's jobs get when their
+// payload does not say: a kind whose work is flaky can retry more than the
+// worker's Options.Tries without every push repeating it. Unlimited gives
+// unlimited attempts. A payload's maxTries still wins.
+func WithTries(n int) HandlerOption {
+	return func(h *handler) {
+		switch {
+		case n == Unlimited:
+			n = 0 // Laravel's 0
+		case n <= 0:
+			h.optErr = errors.Join(h.optErr, fmt.Errorf("WithTries(%d): use a positive count, or worker.Unlimited", n))
+			return
+		}
+		h.tries = &n
+	}
+}
+
+// WithTimeout sets how long one attempt of the handler's jobs may run when
+// their payload does not say: a slow kind gets longer than the worker's
+// Options.Timeout without raising it for every kind. It must be
+// TimeoutMargin shorter than the queue's retry_after, or a slow job would
+// be taken by a second worker while it runs. A payload's timeout still
+// wins.
+func WithTimeout(d time.Duration) HandlerOption {
+	return func(h *handler) {
+		if d <= 0 || d > MaxDelay {
+			h.optErr = errors.Join(h.optErr, fmt.Errorf("WithTimeout(%v): must be more than 0 and at most %v (100 years)", d, MaxDelay))
+			return
+		}
+		h.timeout = d
+	}
+}
+
+// WithBackoff sets the delays before the retries of the handler's jobs
+// when their payload has none (the last repeats), instead of the worker's
+// Options.Backoff; WithBackoff() with none retries at once. A payload's
+// backoff still wins.
+func WithBackoff(delays ...time.Duration) HandlerOption {
+	return func(h *handler) {
+		for _, d := range delays {
+			if d < 0 || d > MaxDelay {
+				h.optErr = errors.Join(h.optErr, fmt.Errorf("WithBackoff(%v): each delay must be from 0 to %v (100 years)", d, MaxDelay))
+				return
+			}
+		}
+		h.backoff = append([]time.Duration{}, delays...) // empty: retry at once
+	}
+}
+
 // Handle registers the handler for jobs named name (for Laravel string
 // jobs, "Class@method"; for Laravel object jobs, the class name). It panics
-// on an empty name, a nil handler or a name registered twice, as
-// http.ServeMux does: those are programming errors.
+// on an empty name, a nil handler, a name registered twice or an option
+// out of range (a WithTimeout too close to retry_after), as http.ServeMux
+// does: those are programming errors.
 func (w *Worker) Handle(name string, fn HandlerFunc, opts ...HandlerOption) {
 	if name == "" {
 		panic("worker: Handle with an empty job name")
@@ -52,6 +108,12 @@ func (w *Worker) Handle(name string, fn HandlerFunc, opts ...HandlerOption) {
 	for _, opt := range opts {
 		opt(h)
 	}
+	if h.timeout > 0 && h.timeout+TimeoutMargin > w.q.RetryAfter() {
+		h.optErr = errors.Join(h.optErr, fmt.Errorf("WithTimeout(%v) must be at least %v shorter than the queue's retry_after %v, or a slow job is taken by a second worker while the first still runs it: lower it or raise dbqueue.WithRetryAfter", h.timeout, TimeoutMargin, w.q.RetryAfter()))
+	}
+	if h.optErr != nil {
+		panic("worker: Handle(" + name + "): " + h.optErr.Error())
+	}
 	w.handlers[name] = h
 }
 
@@ -66,6 +128,31 @@ func HandleJSON[T any](w *Worker, name string, fn func(ctx context.Context, job 
 		}
 		return fn(ctx, job, data)
 	}, opts...)
+}
+
+// Register registers the handler of a typed job kind (see
+// dbqueue.JobArgs): the kind is T's zero value's Kind(), so the handler and
+// dbqueue.PushArgs cannot disagree on the name, and the job's data is
+// decoded into a T. Data that does not decode fails the job at once, as
+// with HandleJSON. It panics as Handle does, and when T's Kind() is empty.
+func Register[T dbqueue.JobArgs](w *Worker, fn func(ctx context.Context, job *dbqueue.Job, args T) error, opts ...HandlerOption) {
+	var zero T
+	kind := kindOf(zero)
+	if kind == "" {
+		panic(fmt.Sprintf("worker: Register[%T]: Kind() of its zero value is empty: return a constant kind", zero))
+	}
+	HandleJSON(w, kind, fn, opts...)
+}
+
+// kindOf calls Kind on a zero value, turning the panic of a Kind that
+// reads a nil receiver into one that says what to change.
+func kindOf(args dbqueue.JobArgs) (kind string) {
+	defer func() {
+		if v := recover(); v != nil {
+			panic(fmt.Sprintf("worker: Register[%T]: Kind() panicked on the zero value (%v): Kind must return a constant without reading its receiver", args, v))
+		}
+	}()
+	return args.Kind()
 }
 
 // outcome is what a handler asked for instead of the default.

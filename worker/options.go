@@ -57,6 +57,15 @@ type Options struct {
 	// Timeout is how long one attempt may run when the payload does not say
 	// (--timeout, 60s). It must be TimeoutMargin shorter than retry_after.
 	Timeout time.Duration
+	// UnknownKindBackoff is how long a job whose name has no handler on
+	// this worker waits before it is tried again. During a rolling deploy,
+	// workers of the old version see jobs of kinds only the new version
+	// handles: releasing them, rather than failing them at once, lets a
+	// new worker take them. Each release counts an attempt, so a job no
+	// worker handles is failed when its tries run out (at once with the
+	// default Tries of 1: give such jobs tries, in their payload or here).
+	// Default 30s.
+	UnknownKindBackoff time.Duration
 	// MaxJobs stops the worker after this many jobs (--max-jobs). 0: no limit.
 	MaxJobs int
 	// MaxTime stops the worker after this long (--max-time). 0: no limit.
@@ -118,6 +127,9 @@ func (o Options) withDefaults() Options {
 	if o.Timeout == 0 {
 		o.Timeout = 60 * time.Second
 	}
+	if o.UnknownKindBackoff == 0 {
+		o.UnknownKindBackoff = 30 * time.Second
+	}
 	if o.Name == "" {
 		o.Name = "default"
 	}
@@ -158,7 +170,7 @@ func (o Options) validate(retryAfter time.Duration) error {
 		name string
 		d    time.Duration
 	}{
-		{"Timeout", o.Timeout}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
+		{"Timeout", o.Timeout}, {"UnknownKindBackoff", o.UnknownKindBackoff}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
 		{"GracePeriod", o.GracePeriod}, {"SignalInterval", o.SignalInterval},
 	} {
 		if f.d < 0 || f.d > MaxDelay {

@@ -19,8 +19,10 @@ var (
 	ErrMaxAttempts = errors.New("has been attempted too many times or run too long; the job may have previously timed out")
 	// ErrTimeout: the job ran past its timeout (Laravel's TimeoutExceededException).
 	ErrTimeout = errors.New("has timed out")
-	// ErrUnknownJob: no handler is registered for the job's name.
-	ErrUnknownJob = errors.New("no handler is registered for this job name: register one with worker.Handle, or push it to a queue another worker serves")
+	// ErrUnknownJob: no handler is registered for the job's name on the
+	// worker that took it, and its tries ran out while it waited for one
+	// that has (see Options.UnknownKindBackoff).
+	ErrUnknownJob = errors.New("no handler is registered for this job name on this worker: register one with worker.Handle or worker.Register, or push it to a queue that a worker with one serves")
 	// ErrPayloadLimit: the payload's timeout or backoff is negative or
 	// longer than MaxDelay; the job is failed without running.
 	ErrPayloadLimit = errors.New("payload timeout or backoff out of range")
@@ -45,7 +47,8 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 	ctx := r.jobCtx
 
 	p := &job.Payload
-	timeout, limitErr := r.jobTimeout(job)
+	h := w.handlerFor(job)
+	timeout, limitErr := r.jobTimeout(job, h)
 	if limitErr == nil {
 		limitErr = checkBackoff(job)
 	}
@@ -58,10 +61,12 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 	}
 
 	maxTries := w.opts.Tries
+	if h != nil && h.tries != nil {
+		maxTries = *h.tries
+	}
 	if p.MaxTries != nil {
 		maxTries = *p.MaxTries
 	}
-	h := w.handlerFor(job)
 	start := true
 	r.finish(job, func() {
 		if fn := ev.JobProcessing; fn != nil {
@@ -74,7 +79,7 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
 		case h == nil:
-			r.fail(job, nil, 0, fmt.Errorf("job %q: %w", job.Name(), ErrUnknownJob))
+			r.unknownKind(job, maxTries, dbNow)
 		case limitErr != nil:
 			// Running it would only end in a wrapped duration or a
 			// release that cannot be written, again and again.
@@ -201,7 +206,7 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 		r.fail(job, h, res.took, res.err)
 		return
 	}
-	delay := r.backoff(job)
+	delay := r.backoff(job, h)
 	var err error
 	if p.MaxExceptions != nil {
 		payload, perr := r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
@@ -241,7 +246,7 @@ func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Dur
 		r.logJob(job, took, "timed out, left reserved until retry_after", cause)
 		return false
 	}
-	delay := r.backoff(job)
+	delay := r.backoff(job, h)
 	err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
 	r.logJob(job, took, "timed out, released", errors.Join(cause, err), "delay", delay)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
@@ -260,11 +265,15 @@ const startMargin = time.Second
 const maxPayloadSeconds = int64(MaxDelay / time.Second)
 
 // jobTimeout is how long the job may run: the payload's timeout, else the
-// worker's, capped below retry_after. A payload timeout that is negative
-// or longer than MaxDelay is an error naming it, never a wrapped duration.
-func (r *run) jobTimeout(job *dbqueue.Job) (time.Duration, error) {
+// handler's, else the worker's, capped below retry_after. A payload
+// timeout that is negative or longer than MaxDelay is an error naming it,
+// never a wrapped duration.
+func (r *run) jobTimeout(job *dbqueue.Job, h *handler) (time.Duration, error) {
 	w, p := r.w, &job.Payload
 	timeout := w.opts.Timeout
+	if h != nil && h.timeout > 0 {
+		timeout = h.timeout
+	}
 	if p.Timeout != nil {
 		s := int64(*p.Timeout)
 		if s < 0 || s > maxPayloadSeconds {
@@ -307,12 +316,16 @@ func payloadLimitErr(job *dbqueue.Job, field, decoded, allowed string) error {
 }
 
 // backoff is Laravel's calculateBackoff: the payload's backoff, else the
-// worker's, indexed by attempts-1 with the last value repeating.
-func (r *run) backoff(job *dbqueue.Job) time.Duration {
+// handler's, else the worker's, indexed by attempts-1 with the last value
+// repeating.
+func (r *run) backoff(job *dbqueue.Job, h *handler) time.Duration {
 	if len(job.Payload.Backoff) > 0 {
 		return job.Payload.Backoff.Delay(job.Attempts)
 	}
 	b := r.w.opts.Backoff
+	if h != nil && h.backoff != nil {
+		b = h.backoff
+	}
 	if len(b) == 0 {
 		return 0
 	}

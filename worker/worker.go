@@ -95,6 +95,10 @@ type run struct {
 	// writes already under way.
 	closeMu sync.RWMutex
 	closed  bool
+
+	// record, when set (by RunOnce), hears every job's outcome as it is
+	// logged.
+	record func(job *dbqueue.Job, outcome string, err error, extra []any)
 }
 
 // finish runs fn, which writes a job's outcome and calls its hooks, unless
@@ -555,6 +559,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (r *run) logJob(job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
+	if r.record != nil {
+		r.record(job, outcome, err, extra)
+	}
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn

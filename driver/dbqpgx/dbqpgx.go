@@ -94,6 +94,23 @@ func PushTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, jobs ...dbqueue.Ne
 	return core.Of(q).Ext.(txPusher).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
 }
 
+// PushArgsTx is PushTx for typed jobs (see dbqueue.JobArgs): each args
+// becomes dbqueue.JobFor(args), its kind routing it and its type's
+// JobOptions applied. For per-push options, use dbqueue.JobFor with PushTx.
+func PushArgsTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args ...dbqueue.JobArgs) ([]int64, error) {
+	jobs := make([]dbqueue.NewJob, len(args))
+	for i, a := range args {
+		if a == nil {
+			return nil, fmt.Errorf("dbqueue: dbqpgx.PushArgsTx: args[%d] is nil: pass a value of a JobArgs type", i)
+		}
+		jobs[i] = dbqueue.JobFor(a)
+		if jobs[i].Name == "" {
+			return nil, fmt.Errorf("dbqueue: dbqpgx.PushArgsTx: %T.Kind() returned an empty kind: return the name its handler is registered under", a)
+		}
+	}
+	return PushTx(ctx, q, tx, jobs...)
+}
+
 // txPusher is what package dbqueue offers the driver packages for a push
 // inside a caller's transaction.
 type txPusher interface {
