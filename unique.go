@@ -194,7 +194,7 @@ func (e ext) PushTick(ctx context.Context, job NewJob, name string, tick, next i
 	if err != nil {
 		return 0, false, err
 	}
-	lock := dialect.UniqueLock{Key: lockKey("periodic", name), Mode: dialect.UntilExpired, ExpiresAt: &next, StaleAt: &tick}
+	lock := dialect.UniqueLock{Key: lockKey("periodic", name), Mode: dialect.UntilTick, ExpiresAt: &next, StaleAt: &tick}
 	notify := q.wake.shouldNotify(rows)
 	var dup bool
 	err = sqldb.Retry(ctx, func() error {

@@ -18,6 +18,11 @@ const (
 	UntilStarted = 1
 	// UntilExpired holds it until expires_at only.
 	UntilExpired = 2
+	// UntilTick is a periodic schedule's lock: only a later tick takes it
+	// over (UniqueLock.StaleAt), and PruneUnique leaves it alone, since a
+	// scheduler catching up on a tick must still find it. There is one per
+	// schedule.
+	UntilTick = 3
 )
 
 // UniqueLock is one lock to take for a job about to be inserted.
@@ -143,7 +148,7 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 			stale = expires.Valid && expires.Int64 <= *l.StaleAt
 		case expires.Valid && expires.Int64 <= now:
 			stale = true
-		case mode != UntilExpired:
+		case mode == UntilFinished || mode == UntilStarted:
 			live, err := c.jobLive(ctx, ex, holder, mode)
 			if err != nil {
 				return 0, false, err
@@ -198,7 +203,7 @@ func (c *common) PruneUnique(ctx context.Context, db sqldb.DB, limit int) (int64
 		}
 		return q
 	}
-	stale := "(u.expires_at IS NOT NULL AND u.expires_at <= " + c.now + ")" +
+	stale := "(u.until_mode <> " + strconv.Itoa(UntilTick) + " AND u.expires_at IS NOT NULL AND u.expires_at <= " + c.now + ")" +
 		" OR (u.until_mode = " + strconv.Itoa(UntilFinished) + " AND NOT EXISTS (" + alive("finished") + "))" +
 		" OR (u.until_mode = " + strconv.Itoa(UntilStarted) + " AND NOT EXISTS (" + alive("started") + "))"
 	keys, err := scanStrings(db.Query(ctx, "SELECT u.lock_key FROM "+t+" u WHERE "+stale+" LIMIT "+strconv.Itoa(limit)))
