@@ -194,6 +194,7 @@ var FormatGolangMigrate Option = func(c *config) { c.format = formatGolangMigrat
 // templateData is what the SQL templates see.
 type templateData struct {
 	Jobs, Failed, Signals string // as statements use them (schema-qualified)
+	Unique                string // the unique-lock table, schema-qualified
 	JobsName, FailedName  string // bare, for index names and catalog lookups
 	Schema                string
 }
@@ -243,6 +244,7 @@ func render(dialect dbqueue.Dialect, t Tables) (fstest.MapFS, error) {
 		Jobs:       t.JobsTable(),
 		Failed:     t.FailedTable(),
 		Signals:    t.SignalsTable(),
+		Unique:     t.UniqueTable(),
 		JobsName:   full.Jobs,
 		FailedName: full.Failed,
 		Schema:     t.Schema,

@@ -1,0 +1,255 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// Lock modes, the unique table's until_mode column: what, besides
+// expires_at, ends a lock.
+const (
+	// UntilFinished holds the lock while its job is in the jobs table.
+	UntilFinished = 0
+	// UntilStarted holds it while its job has never been claimed.
+	UntilStarted = 1
+	// UntilExpired holds it until expires_at only.
+	UntilExpired = 2
+	// UntilTick is a periodic schedule's lock: only a later tick takes it
+	// over (UniqueLock.StaleAt), and PruneUnique leaves it alone, since a
+	// scheduler catching up on a tick must still find it. There is one per
+	// schedule.
+	UntilTick = 3
+)
+
+// UniqueLock is one lock to take for a job about to be inserted.
+type UniqueLock struct {
+	Key  string
+	Mode int
+	// ExpiresIn is the lock's life in seconds from the database's now (0:
+	// no expiry), unless ExpiresAt is set.
+	ExpiresIn int64
+	// ExpiresAt, when set, is the lock's end as a Unix time, and StaleAt
+	// decides whether a lock already there may be taken over: it may when
+	// its expires_at is at or before *StaleAt, whatever the clock says.
+	// The periodic scheduler locks each tick until the next one this way,
+	// so a late process can never enqueue a tick that was taken.
+	ExpiresAt, StaleAt *int64
+}
+
+// Uniquer is the SQL of unique jobs. Every dialect implements it; it is
+// kept apart from Dialect so that the feature stays in its own file.
+//
+// A lock is live while its row exists, has not expired, and its job is
+// still in the state its mode guards (in jobs; never claimed). Deriving
+// that from the jobs table, instead of deleting locks as jobs finish,
+// keeps workers' deletes, releases and fails free of any extra statement,
+// and stays right whoever removes the job: a Laravel worker, Clear, or a
+// row deleted by hand.
+type Uniquer interface {
+	// AcquireUnique takes l.Key inside ex, the transaction that inserts
+	// the job: it inserts the lock row, or takes over a stale one. When a
+	// live lock holds the key, ok is false and holder is its job. A lock
+	// taken holds job_id 0 until SetUniqueJob, before ex commits.
+	AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLock) (holder int64, ok bool, err error)
+	// SetUniqueJob records the job that holds key.
+	SetUniqueJob(ctx context.Context, ex sqldb.Execer, key string, id int64) error
+	// PruneUnique deletes up to limit locks that no longer hold anything,
+	// and returns how many it deleted.
+	PruneUnique(ctx context.Context, db sqldb.DB, limit int) (int64, error)
+	// DBNow reads the database's clock in Unix seconds.
+	DBNow(ctx context.Context, ex sqldb.Execer) (int64, error)
+}
+
+// UniqueTable is the table of unique locks: dbqueue_unique beside
+// Laravel's tables, <jobs>_unique beside tables of other names (as
+// migrations names it).
+func (t Tables) UniqueTable() string {
+	if t.Jobs == DefaultTables.Jobs && t.Failed == DefaultTables.Failed {
+		return t.qualify("dbqueue_unique")
+	}
+	return t.qualify(t.Jobs + "_unique")
+}
+
+// uniqueRounds bounds AcquireUnique's insert-or-lock rounds: a lock row
+// seen taken by the insert may be pruned before it is locked.
+const uniqueRounds = 5
+
+// lockRead is the suffix of a read that locks rows (SQLite's write
+// transaction holds the whole database); shareRead that of a read that must
+// see the newest committed rows whatever the transaction's isolation (a
+// MySQL REPEATABLE READ transaction's plain reads see its snapshot).
+func (c *common) lockRead() string {
+	if c.name == "sqlite" {
+		return ""
+	}
+	return " FOR UPDATE"
+}
+
+func (c *common) shareRead() string {
+	if c.name == "mysql" {
+		return " LOCK IN SHARE MODE"
+	}
+	return ""
+}
+
+func (c *common) lockExpiry(l UniqueLock) (string, []any) {
+	switch {
+	case l.ExpiresAt != nil:
+		return "?", []any{*l.ExpiresAt}
+	case l.ExpiresIn > 0:
+		return c.now + " + ?", []any{l.ExpiresIn}
+	}
+	return "NULL", nil
+}
+
+// AcquireUnique inserts the lock if absent; otherwise it locks the row in
+// one statement and judges it in the next. The order matters on
+// PostgreSQL: a statement that waited for a row lock still reads the jobs
+// table as it was when it began, so it would miss the job the lock's new
+// holder just committed and take a live lock over.
+func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLock) (int64, bool, error) {
+	t := c.tables.UniqueTable()
+	expiry, eargs := c.lockExpiry(l)
+	insert := "INSERT INTO " + t + " (lock_key, job_id, until_mode, expires_at) VALUES (?, 0, ?, " + expiry + ")"
+	if c.name == "mysql" {
+		insert += " ON DUPLICATE KEY UPDATE lock_key = lock_key"
+	} else {
+		insert += " ON CONFLICT (lock_key) DO NOTHING"
+	}
+	for range uniqueRounds {
+		res, err := ex.Exec(ctx, c.rebind(insert), append([]any{l.Key, l.Mode}, eargs...)...)
+		if err != nil {
+			return 0, false, err
+		}
+		if res.RowsAffected == 1 {
+			return 0, true, nil
+		}
+		var (
+			holder  int64
+			mode    int
+			expires sql.NullInt64
+			now     int64
+		)
+		err = ex.QueryRow(ctx, c.rebind("SELECT job_id, until_mode, expires_at, "+c.now+" FROM "+t+" WHERE lock_key = ?"+c.lockRead()), l.Key).
+			Scan(&holder, &mode, &expires, &now)
+		if errors.Is(err, sql.ErrNoRows) { // pgx's ErrNoRows is one too
+			continue // pruned since the insert saw it: insert again
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		stale := false
+		switch {
+		case l.StaleAt != nil:
+			stale = expires.Valid && expires.Int64 <= *l.StaleAt
+		case expires.Valid && expires.Int64 <= now:
+			stale = true
+		case mode == UntilFinished || mode == UntilStarted:
+			live, err := c.jobLive(ctx, ex, holder, mode)
+			if err != nil {
+				return 0, false, err
+			}
+			stale = !live
+		}
+		if !stale {
+			return holder, false, nil
+		}
+		_, err = ex.Exec(ctx, c.rebind("UPDATE "+t+" SET job_id = 0, until_mode = ?, expires_at = "+expiry+" WHERE lock_key = ?"),
+			append(append([]any{l.Mode}, eargs...), l.Key)...)
+		return 0, err == nil, err
+	}
+	return 0, false, errors.New("unique lock " + l.Key + " kept vanishing: is something pruning it in a loop?")
+}
+
+// jobLive reports whether job id still holds a lock of mode: it is in
+// jobs and, for UntilStarted, was never claimed.
+func (c *common) jobLive(ctx context.Context, ex sqldb.Execer, id int64, mode int) (bool, error) {
+	q := "SELECT COUNT(*) FROM " + c.jobs + " WHERE id = ?"
+	if mode == UntilStarted {
+		q += " AND reserved_at IS NULL AND attempts = 0"
+	}
+	var n int
+	err := ex.QueryRow(ctx, c.rebind(q+c.shareRead()), id).Scan(&n)
+	return n > 0, err
+}
+
+func (c *common) SetUniqueJob(ctx context.Context, ex sqldb.Execer, key string, id int64) error {
+	res, err := ex.Exec(ctx, c.rebind("UPDATE "+c.tables.UniqueTable()+" SET job_id = ? WHERE lock_key = ?"), id, key)
+	if err == nil && res.RowsAffected != 1 && c.name != "mysql" { // MySQL counts changed rows only
+		err = errors.New("unique lock " + key + " is gone from under its own transaction")
+	}
+	return err
+}
+
+func (c *common) DBNow(ctx context.Context, ex sqldb.Execer) (int64, error) {
+	var now int64
+	err := ex.QueryRow(ctx, "SELECT "+c.now).Scan(&now)
+	return now, err
+}
+
+// PruneUnique finds stale locks with a plain read, then, in a transaction,
+// locks them and judges each again before deleting it (the order
+// AcquireUnique keeps, for the same reason).
+func (c *common) PruneUnique(ctx context.Context, db sqldb.DB, limit int) (int64, error) {
+	t := c.tables.UniqueTable()
+	alive := func(mode string) string {
+		q := "SELECT 1 FROM " + c.jobs + " j WHERE j.id = u.job_id"
+		if mode == "started" {
+			q += " AND j.reserved_at IS NULL AND j.attempts = 0"
+		}
+		return q
+	}
+	stale := "(u.until_mode <> " + strconv.Itoa(UntilTick) + " AND u.expires_at IS NOT NULL AND u.expires_at <= " + c.now + ")" +
+		" OR (u.until_mode = " + strconv.Itoa(UntilFinished) + " AND NOT EXISTS (" + alive("finished") + "))" +
+		" OR (u.until_mode = " + strconv.Itoa(UntilStarted) + " AND NOT EXISTS (" + alive("started") + "))"
+	keys, err := scanStrings(db.Query(ctx, "SELECT u.lock_key FROM "+t+" u WHERE "+stale+" LIMIT "+strconv.Itoa(limit)))
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	var deleted int64
+	err = sqldb.InTx(ctx, db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
+		deleted = 0
+		args := make([]any, len(keys))
+		for i, k := range keys {
+			args[i] = k
+		}
+		in := "u.lock_key IN (" + sqldb.List(len(keys)) + ")"
+		if _, err := scanStrings(tx.Query(ctx, c.rebind("SELECT u.lock_key FROM "+t+" u WHERE "+in+c.lockRead()), args...)); err != nil {
+			return err
+		}
+		// A new statement of a READ COMMITTED transaction: it sees the
+		// jobs committed while the lock above waited.
+		still, err := scanStrings(tx.Query(ctx, c.rebind("SELECT u.lock_key FROM "+t+" u WHERE "+in+" AND ("+stale+")"), args...))
+		if err != nil || len(still) == 0 {
+			return err
+		}
+		dargs := make([]any, len(still))
+		for i, k := range still {
+			dargs[i] = k
+		}
+		res, err := tx.Exec(ctx, c.rebind("DELETE FROM "+t+" WHERE lock_key IN ("+sqldb.List(len(still))+")"), dargs...)
+		deleted = res.RowsAffected
+		return err
+	})
+	return deleted, err
+}
+
+func scanStrings(rows sqldb.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

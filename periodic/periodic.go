@@ -1,0 +1,265 @@
+// Package periodic enqueues jobs on a schedule — cron expressions or
+// fixed intervals — exactly once per tick however many processes run the
+// same schedule, with no leader: every process tries every tick, and a
+// lock row in the database, written with the job, lets exactly one of
+// them through. A process that dies costs no tick while another runs.
+//
+// Run a Scheduler beside each worker (or anywhere that opens the queue):
+//
+//	s, err := periodic.New(q, []periodic.Job{{
+//		Name:     "nightly-report",
+//		Schedule: periodic.MustCron("0 3 * * *"),
+//		New:      func(tick time.Time) dbqueue.NewJob { return dbqueue.NewJob{Name: "report", Data: tick.Unix()} },
+//	}}, periodic.Options{})
+//	go s.Run(ctx)
+//
+// Ticks are read from the database's clock, so processes whose clocks
+// disagree still agree on them. A scheduler enqueues the ticks that fall
+// while it runs, in order; ticks from before it started (every process
+// was down) are not made up for.
+package periodic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/core"
+)
+
+// Schedule says when a job is due. Every process must compute the same
+// ticks from the same time, so a schedule depends on the time given and
+// nothing else (no "since this process started").
+type Schedule interface {
+	// Next is the first tick strictly after t.
+	Next(t time.Time) time.Time
+	// String names the schedule; it is part of the lock's name, so that a
+	// schedule changed by a deploy starts afresh.
+	String() string
+}
+
+type cronSchedule struct {
+	expr string
+	s    cron.Schedule
+}
+
+func (c cronSchedule) Next(t time.Time) time.Time { return c.s.Next(t.UTC()) }
+func (c cronSchedule) String() string             { return c.expr }
+
+// Cron parses a standard five-field cron expression ("*/5 * * * *") or a
+// descriptor (@hourly, @daily, …), with robfig/cron. Times are UTC unless
+// the expression starts with CRON_TZ=Zone/Name. @every is refused: it
+// counts from when each process starts, so processes would disagree; use
+// Every.
+func Cron(expr string) (Schedule, error) {
+	if strings.Contains(expr, "@every") {
+		return nil, fmt.Errorf("periodic: Cron(%q): @every counts from each process's start, so processes would not agree on ticks: use periodic.Every", expr)
+	}
+	s, err := cron.ParseStandard(expr)
+	if err != nil {
+		return nil, fmt.Errorf("periodic: Cron(%q): %w", expr, err)
+	}
+	return cronSchedule{expr: expr, s: s}, nil
+}
+
+// MustCron is Cron that panics on a bad expression, for schedules written
+// in the program.
+func MustCron(expr string) Schedule {
+	s, err := Cron(expr)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+type every time.Duration
+
+// Every ticks every d, at the multiples of d since the Unix epoch (so
+// every process agrees on the ticks): Every(time.Hour) ticks on the hour
+// UTC. d is whole seconds, at least one; New refuses others.
+func Every(d time.Duration) Schedule { return every(d) }
+
+func (e every) Next(t time.Time) time.Time {
+	s := int64(time.Duration(e) / time.Second)
+	u := t.Unix()
+	return time.Unix(u-mod(u, s)+s, 0).UTC()
+}
+
+func (e every) String() string { return "every " + time.Duration(e).String() }
+
+func mod(a, b int64) int64 { return (a%b + b) % b }
+
+// Job is one periodic job.
+type Job struct {
+	// Name identifies the schedule across processes: every process must
+	// give the same job the same name, and no two jobs may share one.
+	Name string
+	// Schedule says when it is due.
+	Schedule Schedule
+	// New builds the job to push for a tick.
+	New func(tick time.Time) dbqueue.NewJob
+}
+
+// Options configure a Scheduler.
+type Options struct {
+	// Logger receives push failures and skipped ticks (slog.Default()).
+	Logger *slog.Logger
+	// MaxCatchUp bounds how many ticks a late scheduler (a stalled
+	// process, a database that was away) pushes one after another before
+	// it skips to the newest one (default 10).
+	MaxCatchUp int
+}
+
+// Scheduler pushes its jobs at their ticks.
+type Scheduler struct {
+	ext    tickPusher
+	jobs   []Job
+	log    *slog.Logger
+	catch  int
+	offset time.Duration // best known database clock minus local clock
+	known  bool          // offset was measured
+}
+
+type tickPusher interface {
+	PushTick(ctx context.Context, job dbqueue.NewJob, name string, tick, next int64) (int64, bool, error)
+	DBNow(ctx context.Context) (int64, error)
+}
+
+// New checks jobs and returns a Scheduler on q. Run it in every process
+// that should keep the schedule going.
+func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
+	if q == nil {
+		return nil, errors.New("periodic: New: nil queue")
+	}
+	seen := map[string]bool{}
+	for i, j := range jobs {
+		switch {
+		case j.Name == "":
+			return nil, fmt.Errorf("periodic: job %d has no Name: name it, the same in every process", i)
+		case seen[j.Name]:
+			return nil, fmt.Errorf("periodic: two jobs are named %q: names must be unique", j.Name)
+		case j.Schedule == nil || j.New == nil:
+			return nil, fmt.Errorf("periodic: job %q needs a Schedule and a New", j.Name)
+		}
+		if e, ok := j.Schedule.(every); ok && (time.Duration(e) < time.Second || time.Duration(e)%time.Second != 0) {
+			return nil, fmt.Errorf("periodic: job %q: Every(%v): use whole seconds, at least 1s (the database's clock counts seconds)", j.Name, time.Duration(e))
+		}
+		seen[j.Name] = true
+	}
+	s := &Scheduler{ext: core.Of(q).Ext.(tickPusher), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.catch <= 0 {
+		s.catch = 10
+	}
+	return s, nil
+}
+
+// poll is how often a scheduler looks at the database's clock while it
+// waits for a tick it expects any moment, and how long it waits after the
+// database failed it.
+const poll = 50 * time.Millisecond
+
+// Run pushes each job at each of its ticks until ctx ends, then returns
+// nil. Database errors are logged and retried; a tick is never skipped for
+// one unless the scheduler falls more than MaxCatchUp ticks behind.
+func (s *Scheduler) Run(ctx context.Context) error {
+	var now int64
+	for {
+		var err error
+		if now, err = s.now(ctx); err == nil {
+			break
+		}
+		s.log.Warn("periodic: cannot read the database clock; retrying", "error", err)
+		if !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+	next := make([]int64, len(s.jobs))
+	for i, j := range s.jobs {
+		next[i] = j.Schedule.Next(time.Unix(now, 0)).Unix()
+	}
+	for {
+		due := next[0]
+		for _, n := range next[1:] {
+			due = min(due, n)
+		}
+		wait := time.Until(time.Unix(due, 0).Add(-s.offset))
+		if !sleep(ctx, max(wait, poll)) {
+			return nil
+		}
+		now, err := s.now(ctx)
+		if err != nil {
+			s.log.Warn("periodic: cannot read the database clock; retrying", "error", err)
+			continue
+		}
+		failed := false
+		for i := range s.jobs {
+			var ok bool
+			next[i], ok = s.pushDue(ctx, s.jobs[i], next[i], now)
+			failed = failed || !ok
+		}
+		if failed && !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+}
+
+// pushDue pushes j's ticks from tick up to now, in order, and returns the
+// next tick to push, and false when a push failed. In order matters: a tick's lock is taken over only by
+// a later tick, so a scheduler that pushed tick t+1 has already seen tick
+// t pushed, by itself or another.
+func (s *Scheduler) pushDue(ctx context.Context, j Job, tick, now int64) (int64, bool) {
+	at := func(u int64) time.Time { return time.Unix(u, 0).UTC() }
+	for n := 0; tick <= now; n++ {
+		if n == s.catch {
+			skipped := tick
+			for next := j.Schedule.Next(at(tick)).Unix(); next <= now; next = j.Schedule.Next(at(tick)).Unix() {
+				tick = next
+			}
+			s.log.Warn("periodic: fell behind; skipping to the newest tick", "job", j.Name, "from", at(skipped), "to", at(tick))
+		}
+		next := j.Schedule.Next(at(tick)).Unix()
+		if _, _, err := s.ext.PushTick(ctx, j.New(at(tick)), j.Name+"\x00"+j.Schedule.String(), tick, next); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("periodic: push failed; retrying", "job", j.Name, "tick", at(tick), "error", err)
+			}
+			return tick, false
+		}
+		tick = next
+	}
+	return tick, true
+}
+
+// now reads the database's clock, and keeps the best estimate of how far
+// it is ahead of the local one. The database counts whole seconds, so each
+// reading can only show the offset too small: the largest seen is the best.
+func (s *Scheduler) now(ctx context.Context) (int64, error) {
+	local := time.Now()
+	now, err := s.ext.DBNow(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if off := time.Unix(now, 0).Sub(local); off > s.offset || !s.known {
+		s.offset, s.known = off, true
+	}
+	return now, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
