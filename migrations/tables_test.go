@@ -177,7 +177,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00005_create_limits_locks.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}
@@ -195,7 +195,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := p.Up(ctx); err != nil || len(res) != 3 {
+			if res, err := p.Up(ctx); err != nil || len(res) != len(want) {
 				t.Fatalf("goose up on FS(%s, %+v): %v, %v", db.Dialect, tables, res, err)
 			}
 			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable())
