@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -20,8 +21,9 @@ type HandlerFunc func(ctx context.Context, job *dbqueue.Job) error
 type FailedFunc func(ctx context.Context, job *dbqueue.Job, cause error)
 
 type handler struct {
-	run    HandlerFunc
-	failed FailedFunc
+	run        HandlerFunc
+	failed     FailedFunc
+	middleware []Middleware // WithMiddleware's, wrapped into run by Handle
 }
 
 // HandlerOption configures a registered handler.
@@ -52,6 +54,10 @@ func (w *Worker) Handle(name string, fn HandlerFunc, opts ...HandlerOption) {
 	for _, opt := range opts {
 		opt(h)
 	}
+	if slices.ContainsFunc(h.middleware, isNilMiddleware) {
+		panic("worker: Handle(" + name + ") with a nil middleware")
+	}
+	h.run = chain(h.run, w.opts.Middleware, h.middleware)
 	w.handlers[name] = h
 }
 
