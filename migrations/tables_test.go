@@ -70,7 +70,7 @@ func TestTwoTableSets(t *testing.T) {
 			}
 		}
 		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals")
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks")
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
 			t.Fatalf("rolling billing back left %d rows in jobs, want 1", n)
 		}
@@ -101,8 +101,8 @@ func TestPostgresSchema(t *testing.T) {
 		}
 	}
 	wantTables(t, db, false, "jobs", migrations.VersionTable)
-	if n := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"); n != 3 {
-		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want 3", n, schema)
+	if n := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"); n != 4 {
+		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want 4", n, schema)
 	}
 	// A second Up finds the schema and has nothing to do.
 	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
@@ -219,7 +219,7 @@ func TestFSGolangMigrate(t *testing.T) {
 		ups, _ := fs.Glob(fsys, "*.up.sql")
 		downs, _ := fs.Glob(fsys, "*.down.sql")
 		all, _ := fs.Glob(fsys, "*")
-		if len(ups) != 3 || len(downs) != 3 || len(all) != 6 || ups[0] != "00001_create_jobs.up.sql" {
+		if len(ups) != 4 || len(downs) != 4 || len(all) != 8 || ups[0] != "00001_create_jobs.up.sql" {
 			t.Fatalf("golang-migrate files %v", all)
 		}
 		conn := db.SQL
@@ -250,12 +250,12 @@ func TestFSGolangMigrate(t *testing.T) {
 		for _, name := range ups {
 			run(name)
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks")
 		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
 		for i := len(downs) - 1; i >= 0; i-- {
 			run(downs[i])
 		}
-		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks")
 	})
 }
 
