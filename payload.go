@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -36,6 +37,26 @@ type Payload struct {
 	// maxExceptions. Laravel keeps this count in its cache; dbqueue keeps it
 	// in the payload, where it survives with the job.
 	Exceptions int `json:"exceptions,omitempty"`
+	// Headers are string metadata that travel with the job but are not
+	// its argument: a trace id, a tenant, who pushed it. Push middleware
+	// (WithPushMiddleware) sets them with NewJob.SetHeader; handler
+	// middleware reads them here.
+	Headers Headers `json:"headers,omitempty"`
+}
+
+// Headers is the payload's "headers" object. A value of another shape,
+// written by some other producer, reads as no headers rather than making
+// the whole payload unreadable; the raw payload keeps it as it was.
+type Headers map[string]string
+
+// UnmarshalJSON reads an object of strings, and anything else as nil.
+func (h *Headers) UnmarshalJSON(data []byte) error {
+	var m map[string]string
+	if json.Unmarshal(data, &m) != nil {
+		m = nil
+	}
+	*h = m
+	return nil
 }
 
 // laravelObjectJob is the handler every Laravel object job names.
@@ -222,6 +243,19 @@ type NewJob struct {
 	RetryUntil time.Time
 	// FailOnTimeout fails the job, instead of releasing it, when it times out.
 	FailOnTimeout bool
+	// Headers are written to the payload's "headers" object (see
+	// Payload.Headers). Laravel's workers ignore them.
+	Headers map[string]string
+}
+
+// SetHeader sets one header on a copy of the job's headers, so a push
+// middleware never writes into a map the caller still holds (one map is
+// often shared by many NewJobs).
+func (j *NewJob) SetHeader(key, value string) {
+	h := make(map[string]string, len(j.Headers)+1)
+	maps.Copy(h, j.Headers)
+	h[key] = value
+	j.Headers = h
 }
 
 // maxQueueName is the width of the queue column.
@@ -278,6 +312,7 @@ func (j NewJob) encode() ([]byte, error) {
 		Job:           j.Name,
 		FailOnTimeout: j.FailOnTimeout,
 		Data:          data,
+		Headers:       j.Headers,
 	}
 	if j.MaxTries > 0 {
 		p.MaxTries = &j.MaxTries

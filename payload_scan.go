@@ -108,6 +108,8 @@ func (p *Payload) set(key string, v []byte) bool {
 		n, err := strconv.Atoi(string(v))
 		p.Exceptions = n
 		return err == nil
+	case "headers":
+		return p.Headers.UnmarshalJSON(v) == nil && json.Valid(v)
 	case "data":
 		if !json.Valid(v) {
 			return false
@@ -128,7 +130,7 @@ func (p *Payload) set(key string, v []byte) bool {
 }
 
 var envelopeKeys = []string{"uuid", "displayName", "job", "maxTries", "maxExceptions", "failOnTimeout",
-	"backoff", "timeout", "retryUntil", "data", "delay", "createdAt", "exceptions"}
+	"backoff", "timeout", "retryUntil", "data", "delay", "createdAt", "exceptions", "headers"}
 
 func str(v []byte, dst *string) bool {
 	if len(v) < 2 || v[0] != '"' {

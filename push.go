@@ -58,6 +58,13 @@ func (q *Queue) Push(ctx context.Context, job NewJob) (int64, error) {
 // their ids in order: all are pushed or none. On a pgx pool, 10,000 jobs or
 // more go by COPY instead, which writes them about 1.5 times as fast.
 func (q *Queue) PushMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
+	if len(q.pushMiddleware) > 0 && len(jobs) > 0 {
+		return q.throughMiddleware(ctx, jobs, q.pushMany)
+	}
+	return q.pushMany(ctx, jobs)
+}
+
+func (q *Queue) pushMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
 	rows, err := q.rows(jobs)
 	if err != nil || len(rows) == 0 {
 		return nil, err
@@ -98,6 +105,15 @@ func (q *Queue) PushTx(ctx context.Context, tx *sql.Tx, jobs ...NewJob) ([]int64
 }
 
 func (q *Queue) pushIn(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]int64, error) {
+	if len(q.pushMiddleware) > 0 && len(jobs) > 0 {
+		return q.throughMiddleware(ctx, jobs, func(ctx context.Context, jobs []NewJob) ([]int64, error) {
+			return q.insertIn(ctx, ex, jobs)
+		})
+	}
+	return q.insertIn(ctx, ex, jobs)
+}
+
+func (q *Queue) insertIn(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]int64, error) {
 	rows, err := q.rows(jobs)
 	if err != nil || len(rows) == 0 {
 		return nil, err

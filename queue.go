@@ -39,6 +39,8 @@ type Queue struct {
 	queue      string
 	retryAfter int64 // seconds
 	wake       *notifier
+	// pushMiddleware run around every push (WithPushMiddleware).
+	pushMiddleware []PushMiddleware
 }
 
 // Tables names the tables a queue uses. The zero value, and any empty

@@ -138,6 +138,8 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Jobs", t.Jobs + "_queue_reserved_idx"},
 		{"Failed", t.Failed + "_failed_at_idx"},
 		{"Failed", t.Failed + "_uuid_unique"},
+		{"Jobs", t.Jobs + "_limits"},
+		{"Jobs", t.Jobs + "_locks"},
 	}
 	for _, d := range derived {
 		if len(d.name) > maxIdentifier {

@@ -69,8 +69,8 @@ func TestTwoTableSets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique")
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique")
+		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_limits", "billing_jobs_locks")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks")
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
 			t.Fatalf("rolling billing back left %d rows in jobs, want 1", n)
 		}
@@ -101,8 +101,8 @@ func TestPostgresSchema(t *testing.T) {
 		}
 	}
 	wantTables(t, db, false, "jobs", migrations.VersionTable)
-	if n := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"); n != 4 {
-		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want 4", n, schema)
+	if n, want := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"), embeddedCount(t); n != want {
+		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want %d", n, schema, want)
 	}
 	// A second Up finds the schema and has nothing to do.
 	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
@@ -177,7 +177,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}
@@ -195,7 +195,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := p.Up(ctx); err != nil || len(res) != 4 {
+			if res, err := p.Up(ctx); err != nil || len(res) != len(want) {
 				t.Fatalf("goose up on FS(%s, %+v): %v, %v", db.Dialect, tables, res, err)
 			}
 			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.UniqueTable())
@@ -219,7 +219,7 @@ func TestFSGolangMigrate(t *testing.T) {
 		ups, _ := fs.Glob(fsys, "*.up.sql")
 		downs, _ := fs.Glob(fsys, "*.down.sql")
 		all, _ := fs.Glob(fsys, "*")
-		if len(ups) != 4 || len(downs) != 4 || len(all) != 8 || ups[0] != "00001_create_jobs.up.sql" {
+		if n := embeddedCount(t); len(ups) != n || len(downs) != n || len(all) != 2*n || ups[0] != "00001_create_jobs.up.sql" {
 			t.Fatalf("golang-migrate files %v", all)
 		}
 		conn := db.SQL
@@ -250,12 +250,12 @@ func TestFSGolangMigrate(t *testing.T) {
 		for _, name := range ups {
 			run(name)
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks")
 		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
 		for i := len(downs) - 1; i >= 0; i-- {
 			run(downs[i])
 		}
-		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique")
+		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks")
 	})
 }
 
@@ -331,4 +331,15 @@ func stripComments(src []byte) []byte {
 		}
 	}
 	return bytes.Join(out, []byte("\n"))
+}
+
+// embeddedCount is how many migrations are embedded.
+func embeddedCount(t *testing.T) int {
+	t.Helper()
+	fsys, err := migrations.FS(dbqueue.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.Glob(fsys, "*.sql")
+	return len(names)
 }

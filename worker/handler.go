@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -24,10 +25,11 @@ type handler struct {
 	failed FailedFunc
 	// The handler's own defaults, used when the payload has none: a
 	// payload beats its handler, which beats the worker's Options.
-	tries   *int // 0: unlimited
-	timeout time.Duration
-	backoff []time.Duration
-	optErr  error // an option out of range, reported by Handle
+	tries      *int // 0: unlimited
+	timeout    time.Duration
+	backoff    []time.Duration
+	optErr     error        // an option out of range, reported by Handle
+	middleware []Middleware // WithMiddleware's, wrapped into run by Handle
 }
 
 // HandlerOption configures a registered handler.
@@ -114,6 +116,10 @@ func (w *Worker) Handle(name string, fn HandlerFunc, opts ...HandlerOption) {
 	if h.optErr != nil {
 		panic("worker: Handle(" + name + "): " + h.optErr.Error())
 	}
+	if slices.ContainsFunc(h.middleware, isNilMiddleware) {
+		panic("worker: Handle(" + name + ") with a nil middleware")
+	}
+	h.run = chain(h.run, w.opts.Middleware, h.middleware)
 	w.handlers[name] = h
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Events are hooks called as jobs move; all optional.
 	Events Events
+	// Middleware wrap every handler of the worker, outside each
+	// handler's own (WithMiddleware); the first is the outermost. See
+	// Middleware.
+	Middleware []Middleware
 }
 
 // maxMemoryMB bounds MemoryLimitMB so converting it to bytes cannot wrap
@@ -191,6 +196,9 @@ func (o Options) validate(retryAfter time.Duration) error {
 		if q == "" || strings.TrimSpace(q) != q || len(q) > 255 {
 			bad("queue name %q: must be 1 to 255 bytes with no surrounding spaces", q)
 		}
+	}
+	if slices.ContainsFunc(o.Middleware, isNilMiddleware) {
+		bad("Middleware: a nil middleware")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("worker: %w", errors.Join(errs...))

@@ -84,8 +84,13 @@ func TestTableFlags(t *testing.T) {
 func TestExport(t *testing.T) {
 	dir := t.TempDir()
 	out := mustMigrate(t, "export", "-dialect", "mysql", "-format", "golang-migrate", "-dir", dir, "-jobs", "mail_jobs")
-	if strings.Count(out, "wrote ") != 8 {
-		t.Fatalf("export printed %q, want eight files", out)
+	fsys, err := migrations.FS(dbqueue.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded, _ := fs.Glob(fsys, "*.sql")
+	if strings.Count(out, "wrote ") != 2*len(embedded) {
+		t.Fatalf("export printed %q, want an up and a down file for each of the %d migrations", out, len(embedded))
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {

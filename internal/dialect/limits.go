@@ -1,0 +1,164 @@
+package dialect
+
+import (
+	"context"
+	"errors"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// Limits is the SQL of the worker middleware's two tables (migration
+// 00005): <jobs>_limits, hit counters in windows of a given length, and
+// <jobs>_locks, named locks that expire. It is kept apart from Dialect
+// because only package middleware needs it; get it with LimitsOf.
+//
+// Every time is the database's clock, in Unix seconds. A window opened at
+// window_start with length per is current while now < window_start + per;
+// a lock expiring at expires_at is held while now <= expires_at, so a lock
+// lasts at least its length even when it was taken late in a second.
+type Limits interface {
+	// Hit counts one hit on name in its current window of per seconds,
+	// opening a new window (at now, with this hit as its first) when there
+	// is none or the last one has passed, in one atomic step. It returns
+	// the window's hits, this one included, and the seconds left in it.
+	Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error)
+	// Hits reads name's hits in its current window of per seconds and the
+	// seconds left in it, without counting: 0, 0 when there is no current
+	// window.
+	Hits(ctx context.Context, ex sqldb.Execer, name string, per int64) (hits, left int64, err error)
+	// ClearHits forgets name's window.
+	ClearHits(ctx context.Context, ex sqldb.Execer, name string) error
+	// TakeLock takes the lock name for owner until now + expire seconds,
+	// atomically: when nobody holds it, or its holder's lock has expired
+	// (taken over). It reports whether owner now holds it.
+	TakeLock(ctx context.Context, db sqldb.DB, name, owner string, expire int64) (bool, error)
+	// ReleaseLock lets go of name if owner still holds it, and reports
+	// whether it did.
+	ReleaseLock(ctx context.Context, ex sqldb.Execer, name, owner string) (bool, error)
+	// PruneLimits deletes windows opened more than age seconds ago and
+	// locks that have expired, and returns how many rows it deleted.
+	PruneLimits(ctx context.Context, ex sqldb.Execer, age int64) (int64, error)
+}
+
+// LimitsOf returns d's Limits: every dialect of this package has them.
+func LimitsOf(d Dialect) (Limits, error) {
+	l, ok := d.(Limits)
+	if !ok {
+		return nil, errors.New("dbqueue: this dialect has no limits and locks tables")
+	}
+	return l, nil
+}
+
+func (c *common) limitsTable() string { return c.tables.JobsTable() + "_limits" }
+func (c *common) locksTable() string  { return c.tables.JobsTable() + "_locks" }
+
+// Hit is one INSERT … ON CONFLICT DO UPDATE … RETURNING on PostgreSQL and
+// SQLite. Every expression of the SET list reads the row as it was, so
+// both CASEs decide on the old window.
+func (c *common) Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error) {
+	q := "INSERT INTO " + c.limitsTable() + " AS l (name, window_start, hits) VALUES (?, " + c.now + ", 1)" +
+		" ON CONFLICT (name) DO UPDATE SET" +
+		" hits = CASE WHEN l.window_start > excluded.window_start - ? THEN l.hits + 1 ELSE 1 END," +
+		" window_start = CASE WHEN l.window_start > excluded.window_start - ? THEN l.window_start ELSE excluded.window_start END" +
+		" RETURNING hits, window_start + ? - " + c.now
+	err = db.QueryRow(ctx, c.rebind(q), name, per, per, per).Scan(&hits, &left)
+	return hits, left, err
+}
+
+func (c *common) Hits(ctx context.Context, ex sqldb.Execer, name string, per int64) (hits, left int64, err error) {
+	q := "SELECT hits, window_start + ? - " + c.now + " FROM " + c.limitsTable() +
+		" WHERE name = ? AND window_start > " + c.now + " - ?"
+	// Query rather than QueryRow: "no row" is an answer here, and each
+	// driver spells its no-rows error differently.
+	rows, err := ex.Query(ctx, c.rebind(q), per, name, per)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		err = rows.Scan(&hits, &left)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	return hits, left, err
+}
+
+func (c *common) ClearHits(ctx context.Context, ex sqldb.Execer, name string) error {
+	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.limitsTable()+" WHERE name = ?"), name)
+	return err
+}
+
+// TakeLock is one INSERT … ON CONFLICT DO UPDATE … WHERE on PostgreSQL and
+// SQLite: the row changes (one row affected) only when it is new or its
+// lock has expired.
+func (c *common) TakeLock(ctx context.Context, db sqldb.DB, name, owner string, expire int64) (bool, error) {
+	q := "INSERT INTO " + c.locksTable() + " AS k (name, owner, expires_at) VALUES (?, ?, " + c.now + " + ?)" +
+		" ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at" +
+		" WHERE k.expires_at < " + c.now
+	res, err := db.Exec(ctx, c.rebind(q), name, owner, expire)
+	if err != nil {
+		return false, err
+	}
+	return res.RowsAffected == 1, nil
+}
+
+func (c *common) ReleaseLock(ctx context.Context, ex sqldb.Execer, name, owner string) (bool, error) {
+	res, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.locksTable()+" WHERE name = ? AND owner = ?"), name, owner)
+	if err != nil {
+		return false, err
+	}
+	return res.RowsAffected == 1, nil
+}
+
+func (c *common) PruneLimits(ctx context.Context, ex sqldb.Execer, age int64) (int64, error) {
+	a, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.limitsTable()+" WHERE window_start < "+c.now+" - ?"), age)
+	if err != nil {
+		return 0, err
+	}
+	b, err := ex.Exec(ctx, "DELETE FROM "+c.locksTable()+" WHERE expires_at < "+c.now)
+	if err != nil {
+		return a.RowsAffected, err
+	}
+	return a.RowsAffected + b.RowsAffected, nil
+}
+
+// Hit on MySQL: INSERT … ON DUPLICATE KEY UPDATE has no RETURNING (nor
+// MariaDB's, for the updated row), so the counted row is read back in the
+// same transaction, under the lock the upsert took. MySQL assigns the SET
+// list left to right, each reading the columns assigned before it: hits
+// comes first, so both IFs read the old window_start.
+func (m *mysql) Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error) {
+	up := "INSERT INTO " + m.limitsTable() + " (name, window_start, hits) VALUES (?, " + m.now + ", 1)" +
+		" ON DUPLICATE KEY UPDATE" +
+		" hits = IF(window_start > VALUES(window_start) - ?, hits + 1, 1)," +
+		" window_start = IF(window_start > VALUES(window_start) - ?, window_start, VALUES(window_start))"
+	read := "SELECT hits, window_start + ? - " + m.now + " FROM " + m.limitsTable() + " WHERE name = ?"
+	err = sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		if _, err := tx.Exec(ctx, up, name, per, per); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, read, per, name).Scan(&hits, &left)
+	})
+	return hits, left, err
+}
+
+// TakeLock on MySQL: the rows-affected count of ON DUPLICATE KEY UPDATE
+// depends on the DSN's clientFoundRows, so the owner is read back in the
+// same transaction instead. owner is assigned first, reading the old
+// expires_at, as does expires_at after it.
+func (m *mysql) TakeLock(ctx context.Context, db sqldb.DB, name, owner string, expire int64) (bool, error) {
+	expired := "expires_at < " + m.now
+	up := "INSERT INTO " + m.locksTable() + " (name, owner, expires_at) VALUES (?, ?, " + m.now + " + ?)" +
+		" ON DUPLICATE KEY UPDATE" +
+		" owner = IF(" + expired + ", VALUES(owner), owner)," +
+		" expires_at = IF(" + expired + ", VALUES(expires_at), expires_at)"
+	var holder string
+	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		if _, err := tx.Exec(ctx, up, name, owner, expire); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT owner FROM "+m.locksTable()+" WHERE name = ?", name).Scan(&holder)
+	})
+	return err == nil && holder == owner, err
+}

@@ -1,0 +1,372 @@
+// Package middleware has the worker middleware people reach for, after
+// Laravel's job middleware: RateLimited, WithoutOverlapping,
+// ThrottlesExceptions, SkipIf and SkipUnless. Each is a worker.Middleware,
+// set for a whole worker (worker.Options.Middleware) or for one handler
+// (worker.WithMiddleware).
+//
+// RateLimited, WithoutOverlapping and ThrottlesExceptions keep their
+// counts and locks in the queue's own database — the <jobs>_limits and
+// <jobs>_locks tables of migration 00005 — so they hold across every
+// worker process of the queue, with the database's clock, as the jobs
+// themselves do. Run `migrate up` to create the tables; until then these
+// middleware fail the jobs they wrap with an error saying so.
+//
+// A job held back by RateLimited, WithoutOverlapping or
+// ThrottlesExceptions is released (worker.ReleaseAfter): that is no
+// exception, but the attempt still counts towards its tries, as in
+// Laravel. Give such jobs enough tries (worker.Unlimited) or a RetryUntil.
+package middleware
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+	"github.com/dbqueue/dbqueue/worker"
+)
+
+// KeyFunc names what a job is limited, locked or throttled by: the job's
+// name, a user, a tenant, an API. Jobs with the same key share one limit.
+// A nil KeyFunc keys by the job's name; a KeyFunc that returns "" leaves
+// that job unlimited.
+type KeyFunc func(job *dbqueue.Job) string
+
+// ByName keys jobs by the name their handler is registered under, like
+// Laravel's default (the job's class).
+func ByName(job *dbqueue.Job) string { return job.Name() }
+
+// maxKey is the width of the name columns of the limits and locks tables.
+const maxKey = 255
+
+// store is the queue's connection and the limits SQL of its dialect.
+type store struct {
+	db  sqldb.DB
+	sql dialect.Limits
+}
+
+func storeOf(what string, q *dbqueue.Queue) store {
+	if q == nil {
+		panic("middleware: " + what + " with a nil queue")
+	}
+	c := core.Of(q)
+	l, err := dialect.LimitsOf(c.Dialect)
+	if err != nil {
+		panic("middleware: " + what + ": " + err.Error())
+	}
+	return store{db: c.DB, sql: l}
+}
+
+// name is the row name of key in one middleware's namespace: keys longer
+// than the column are replaced by their SHA-256, so they still differ.
+func name(prefix, key string) string {
+	n := prefix + key
+	if len(n) <= maxKey {
+		return n
+	}
+	sum := sha256.Sum256([]byte(key))
+	return prefix + "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func keyOf(key KeyFunc, job *dbqueue.Job) string {
+	if key == nil {
+		return job.Name()
+	}
+	return key(job)
+}
+
+// seconds rounds d up to whole seconds, the unit of every time the
+// database keeps.
+func seconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// dbErr names the middleware and key in a database error, and turns a
+// missing table into the advice to migrate.
+func dbErr(what, key string, err error) error {
+	return sqldb.Wrap(fmt.Sprintf("middleware %s (key %q)", what, key), err)
+}
+
+// waitSeconds is a release delay of s seconds, at least one: a window's
+// last second still counts as open.
+func waitSeconds(s int64) time.Duration { return time.Duration(max(s, 1)) * time.Second }
+
+// RateLimited lets at most limit jobs of a key start in each window of
+// per, across every worker of the queue (Laravel's RateLimited job
+// middleware). A window opens with its first job and lasts per, by the
+// database's clock; a job over the limit does not run and is released
+// until the window ends (worker.ReleaseAfter: no exception, but an
+// attempt). Each job costs one atomic upsert on the limits table.
+//
+// per is counted in whole seconds, rounded up. RateLimited panics on a nil
+// queue, a limit below 1 or a per below 1s: those are programming errors.
+// A database error fails the check and is returned as the job's error (the
+// job is retried with its backoff).
+func RateLimited(q *dbqueue.Queue, key KeyFunc, limit int, per time.Duration) worker.Middleware {
+	s := storeOf("RateLimited", q)
+	if limit < 1 {
+		panic(fmt.Sprintf("middleware: RateLimited with limit %d: allow at least 1 job per window", limit))
+	}
+	if per < time.Second || per > dbqueue.MaxDelay {
+		panic(fmt.Sprintf("middleware: RateLimited with per %v: use a window from 1s to 100 years", per))
+	}
+	window := seconds(per)
+	return func(next worker.HandlerFunc) worker.HandlerFunc {
+		return func(ctx context.Context, job *dbqueue.Job) error {
+			k := keyOf(key, job)
+			if k == "" {
+				return next(ctx, job)
+			}
+			var hits, left int64
+			err := sqldb.Retry(ctx, func() (err error) {
+				hits, left, err = s.sql.Hit(ctx, s.db, name("rate:", k), window)
+				return err
+			})
+			if err != nil {
+				return dbErr("RateLimited", k, err)
+			}
+			if hits > int64(limit) {
+				return worker.ReleaseAfter(waitSeconds(left))
+			}
+			return next(ctx, job)
+		}
+	}
+}
+
+// LockOption configures WithoutOverlapping.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	releaseAfter time.Duration
+	discard      bool
+}
+
+// LockedReleaseAfter sets how long a job whose key is locked waits before
+// it is tried again (Laravel's releaseAfter). Default 0: released to run
+// again at once, which costs an attempt each time, so give the job enough
+// tries or a delay here.
+func LockedReleaseAfter(d time.Duration) LockOption {
+	return func(c *lockConfig) { c.releaseAfter, c.discard = d, false }
+}
+
+// LockedDiscard deletes a job whose key is locked instead of releasing it
+// (Laravel's dontRelease): for work that only needs doing once at a time,
+// such as a refresh another run is already doing.
+func LockedDiscard() LockOption {
+	return func(c *lockConfig) { c.discard = true }
+}
+
+// WithoutOverlapping runs at most one job of a key at a time, across every
+// worker of the queue (Laravel's WithoutOverlapping job middleware). The
+// lock is a row of the locks table, taken atomically — inserted, or taken
+// over when its holder's lock has expired — before the job runs and
+// deleted when it returns. A job whose key is locked does not run: it is
+// released (LockedReleaseAfter) or deleted (LockedDiscard).
+//
+// expire bounds how long a lock holds if its worker dies without letting
+// go: make it longer than the jobs' timeout, or a second job of the key
+// may start while a slow first one still runs. It is counted in whole
+// seconds, rounded up, and a lock lasts at least that long. Unlike
+// Laravel's, a lock always expires: a crashed worker must not block its
+// key for good. WithoutOverlapping panics on a nil queue or an expire
+// below 1s.
+func WithoutOverlapping(q *dbqueue.Queue, key KeyFunc, expire time.Duration, opts ...LockOption) worker.Middleware {
+	s := storeOf("WithoutOverlapping", q)
+	if expire < time.Second || expire > dbqueue.MaxDelay {
+		panic(fmt.Sprintf("middleware: WithoutOverlapping with expire %v: use from 1s (longer than the jobs' timeout) to 100 years", expire))
+	}
+	var c lockConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	ttl := seconds(expire)
+	return func(next worker.HandlerFunc) worker.HandlerFunc {
+		return func(ctx context.Context, job *dbqueue.Job) error {
+			k := keyOf(key, job)
+			if k == "" {
+				return next(ctx, job)
+			}
+			lock, owner := name("", k), newOwner()
+			var taken bool
+			err := sqldb.Retry(ctx, func() (err error) {
+				taken, err = s.sql.TakeLock(ctx, s.db, lock, owner, ttl)
+				return err
+			})
+			if err != nil {
+				return dbErr("WithoutOverlapping", k, err)
+			}
+			if !taken {
+				if c.discard {
+					return worker.Discard()
+				}
+				return worker.ReleaseAfter(c.releaseAfter)
+			}
+			defer func() {
+				// Let go even when the job's context has ended (a timeout)
+				// or the handler panicked: otherwise the key stays locked
+				// until the lock expires. A failure to let go is not the
+				// job's: its work is done, and the lock expires by itself.
+				rctx := context.WithoutCancel(ctx)
+				_ = sqldb.Retry(rctx, func() error {
+					_, err := s.sql.ReleaseLock(rctx, s.db, lock, owner)
+					return err
+				})
+			}()
+			return next(ctx, job)
+		}
+	}
+}
+
+// newOwner draws the token that marks one run's lock, so only that run
+// lets go of it.
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ThrottleOption configures ThrottlesExceptions.
+type ThrottleOption func(*throttleConfig)
+
+type throttleConfig struct {
+	when func(error) bool
+}
+
+// ThrottleWhen counts only the errors for which fn is true (Laravel's
+// when()): throttle on a remote API's errors, not on bad input.
+func ThrottleWhen(fn func(error) bool) ThrottleOption {
+	return func(c *throttleConfig) { c.when = fn }
+}
+
+// ThrottlesExceptions stops running jobs of a key for a while once they
+// keep failing, to spare a service that is down (Laravel's
+// ThrottlesExceptions job middleware). After maxExceptions errors within
+// decay of the first, further jobs of the key are released until decay has
+// passed since that first error, without running; a success clears the
+// count.
+//
+// The count is kept in the database, in the limits table, so it is shared
+// by every worker of the queue. Before each run it costs one read; an
+// error costs one upsert; a success after errors, one delete. Errors the
+// handler returns are still returned (the job is retried with its backoff
+// or failed, as without the middleware; Laravel instead releases it);
+// ReleaseAfter, FailNow and Discard are no exceptions and are not counted,
+// nor is a job cancelled because its worker is stopping.
+//
+// decay is counted in whole seconds, rounded up. ThrottlesExceptions panics
+// on a nil queue, a maxExceptions below 1 or a decay below 1s.
+func ThrottlesExceptions(q *dbqueue.Queue, key KeyFunc, maxExceptions int, decay time.Duration, opts ...ThrottleOption) worker.Middleware {
+	s := storeOf("ThrottlesExceptions", q)
+	if maxExceptions < 1 {
+		panic(fmt.Sprintf("middleware: ThrottlesExceptions with maxExceptions %d: allow at least 1", maxExceptions))
+	}
+	if decay < time.Second || decay > dbqueue.MaxDelay {
+		panic(fmt.Sprintf("middleware: ThrottlesExceptions with decay %v: use from 1s to 100 years", decay))
+	}
+	var c throttleConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	window := seconds(decay)
+	return func(next worker.HandlerFunc) worker.HandlerFunc {
+		return func(ctx context.Context, job *dbqueue.Job) error {
+			k := keyOf(key, job)
+			if k == "" {
+				return next(ctx, job)
+			}
+			row := name("throttle:", k)
+			var hits, left int64
+			err := sqldb.Retry(ctx, func() (err error) {
+				hits, left, err = s.sql.Hits(ctx, s.db, row, window)
+				return err
+			})
+			if err != nil {
+				return dbErr("ThrottlesExceptions", k, err)
+			}
+			if hits >= int64(maxExceptions) {
+				return worker.ReleaseAfter(waitSeconds(left))
+			}
+			err = next(ctx, job)
+			rctx := context.WithoutCancel(ctx)
+			switch {
+			case err == nil:
+				if hits > 0 {
+					if cerr := sqldb.Retry(rctx, func() error { return s.sql.ClearHits(rctx, s.db, row) }); cerr != nil {
+						return nil // the job succeeded; the count decays by itself
+					}
+				}
+				return nil
+			case worker.IsOutcome(err),
+				errors.Is(err, context.Canceled) && ctx.Err() != nil,
+				c.when != nil && !c.when(err):
+				return err
+			}
+			herr := sqldb.Retry(rctx, func() error {
+				_, _, err := s.sql.Hit(rctx, s.db, row, window)
+				return err
+			})
+			if herr != nil {
+				return errors.Join(err, dbErr("ThrottlesExceptions", k, herr))
+			}
+			return err
+		}
+	}
+}
+
+// SkipIf deletes a job without running it when skip reports true (Laravel's
+// Skip::when): for work that has become moot, such as a mail to an account
+// since closed. The job is discarded (worker.Discard), not failed.
+func SkipIf(skip func(ctx context.Context, job *dbqueue.Job) bool) worker.Middleware {
+	if skip == nil {
+		panic("middleware: SkipIf with a nil function")
+	}
+	return func(next worker.HandlerFunc) worker.HandlerFunc {
+		return func(ctx context.Context, job *dbqueue.Job) error {
+			if skip(ctx, job) {
+				return worker.Discard()
+			}
+			return next(ctx, job)
+		}
+	}
+}
+
+// SkipUnless deletes a job without running it unless run reports true
+// (Laravel's Skip::unless).
+func SkipUnless(run func(ctx context.Context, job *dbqueue.Job) bool) worker.Middleware {
+	if run == nil {
+		panic("middleware: SkipUnless with a nil function")
+	}
+	return SkipIf(func(ctx context.Context, job *dbqueue.Job) bool { return !run(ctx, job) })
+}
+
+// Prune deletes rate-limit and throttle windows opened more than olderThan
+// ago and locks that have expired, and returns how many rows it deleted.
+// The tables hold one row per key ever used; run Prune now and then (say
+// daily, with olderThan longer than your longest window) when keys are
+// many and short-lived, such as one per user.
+func Prune(ctx context.Context, q *dbqueue.Queue, olderThan time.Duration) (int64, error) {
+	s := storeOf("Prune", q)
+	if olderThan < 0 || olderThan > dbqueue.MaxDelay {
+		return 0, fmt.Errorf("middleware: Prune(%v): olderThan must be from 0 to 100 years", olderThan)
+	}
+	var n int64
+	err := sqldb.Retry(ctx, func() (err error) {
+		n, err = s.sql.PruneLimits(ctx, s.db, seconds(olderThan))
+		return err
+	})
+	if err != nil {
+		return 0, sqldb.Wrap("middleware prune", err)
+	}
+	return n, nil
+}
