@@ -86,11 +86,17 @@
 //     for typed jobs (JobArgs) PushArgs, PushArgsMany and PushArgsTx; the
 //     lower-level Reserve, Delete, Release and Fail a worker is built on;
 //     Size and Clear; Pause, Resume, Paused and Restart, the signals
-//     workers obey; WithTables and the other Options.
+//     workers obey; PushUnique for jobs queued once per key;
+//     WithPushMiddleware; WithTables and the other Options.
 //   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle,
 //     HandleJSON and Register (typed jobs), Run and RunOnce; tries,
 //     backoff, timeouts, concurrency, graceful stops, and Laravel's queue
 //     events as hooks.
+//   - [github.com/dbqueue/dbqueue/middleware]: handler middleware backed
+//     by the database: RateLimited, WithoutOverlapping,
+//     ThrottlesExceptions, SkipIf and SkipUnless.
+//   - [github.com/dbqueue/dbqueue/periodic]: cron and interval schedules,
+//     one push per tick however many processes run them.
 //   - [github.com/dbqueue/dbqueue/failed]: the failed_jobs table, as
 //     Laravel's queue:failed, queue:retry, queue:forget, queue:flush and
 //     queue:prune-failed: failed.New, List, Find, Retry, RetryQueue,
