@@ -42,8 +42,8 @@ func TestTwoTableSets(t *testing.T) {
 		if res, err := m.Up(ctx); err != nil || len(res) != len(vs) {
 			t.Fatalf("billing up: %v, %v; want %d migrations applied", res, err, len(vs))
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", migrations.VersionTable,
-			"billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_dbqueue_migrations")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "job_batches", migrations.VersionTable,
+			"billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_batches", "billing_jobs_dbqueue_migrations")
 		for _, v := range vs {
 			if n := db.Count(t, "SELECT COUNT(*) FROM billing_jobs_dbqueue_migrations WHERE version_id = ?", v); n != 1 {
 				t.Errorf("%d rows for version %d in billing's version table, want 1", n, v)
@@ -69,8 +69,8 @@ func TestTwoTableSets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals")
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_batches")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "job_batches")
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
 			t.Fatalf("rolling billing back left %d rows in jobs, want 1", n)
 		}
@@ -95,14 +95,14 @@ func TestPostgresSchema(t *testing.T) {
 	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"jobs", "failed_jobs", "dbqueue_signals", migrations.VersionTable} {
+	for _, table := range []string{"jobs", "failed_jobs", "dbqueue_signals", "job_batches", migrations.VersionTable} {
 		if n := db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", schema, table); n != 1 {
 			t.Errorf("table %s.%s missing", schema, table)
 		}
 	}
 	wantTables(t, db, false, "jobs", migrations.VersionTable)
-	if n := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"); n != 3 {
-		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want 3", n, schema)
+	if n := db.Count(t, "SELECT COUNT(*) FROM "+schema+".dbqueue_migrations WHERE version_id > 0"); n != 4 {
+		t.Errorf("%d versions recorded in %s.dbqueue_migrations, want 4", n, schema)
 	}
 	// A second Up finds the schema and has nothing to do.
 	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
@@ -177,7 +177,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00006_create_batches.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}
@@ -195,14 +195,14 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := p.Up(ctx); err != nil || len(res) != 3 {
+			if res, err := p.Up(ctx); err != nil || len(res) != 4 {
 				t.Fatalf("goose up on FS(%s, %+v): %v, %v", db.Dialect, tables, res, err)
 			}
-			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable())
+			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.BatchesTable())
 			if _, err := p.DownTo(ctx, 0); err != nil {
 				t.Fatalf("goose down on FS(%s, %+v): %v", db.Dialect, tables, err)
 			}
-			wantTables(t, db, false, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable())
+			wantTables(t, db, false, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.BatchesTable())
 		}
 	})
 }
@@ -219,7 +219,7 @@ func TestFSGolangMigrate(t *testing.T) {
 		ups, _ := fs.Glob(fsys, "*.up.sql")
 		downs, _ := fs.Glob(fsys, "*.down.sql")
 		all, _ := fs.Glob(fsys, "*")
-		if len(ups) != 3 || len(downs) != 3 || len(all) != 6 || ups[0] != "00001_create_jobs.up.sql" {
+		if len(ups) != 4 || len(downs) != 4 || len(all) != 8 || ups[0] != "00001_create_jobs.up.sql" {
 			t.Fatalf("golang-migrate files %v", all)
 		}
 		conn := db.SQL
@@ -250,12 +250,12 @@ func TestFSGolangMigrate(t *testing.T) {
 		for _, name := range ups {
 			run(name)
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "job_batches")
 		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
 		for i := len(downs) - 1; i >= 0; i-- {
 			run(downs[i])
 		}
-		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals")
+		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "job_batches")
 	})
 }
 

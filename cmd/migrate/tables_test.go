@@ -52,8 +52,8 @@ func TestTableFlags(t *testing.T) {
 			if out := mustMigrate(t, "version", "-dsn", db.DSN); strings.TrimSpace(out) != "0" {
 				t.Fatalf("the default set's version printed %q, want 0", out)
 			}
-			if out := mustMigrate(t, "version", "-dsn", db.DSN, "-jobs", "mail_jobs", "-failed", "mail_failed"); strings.TrimSpace(out) != "3" {
-				t.Fatalf("mail_jobs' version printed %q, want 3", out)
+			if out := mustMigrate(t, "version", "-dsn", db.DSN, "-jobs", "mail_jobs", "-failed", "mail_failed"); strings.TrimSpace(out) != "6" {
+				t.Fatalf("mail_jobs' version printed %q, want 6", out)
 			}
 			_, _, err := migrate(t, "up", "-dsn", db.DSN, "-jobs", "Mail-Jobs")
 			if err == nil || !strings.Contains(err.Error(), "lower-case letters") {
@@ -66,8 +66,8 @@ func TestTableFlags(t *testing.T) {
 func TestExport(t *testing.T) {
 	dir := t.TempDir()
 	out := mustMigrate(t, "export", "-dialect", "mysql", "-format", "golang-migrate", "-dir", dir, "-jobs", "mail_jobs")
-	if strings.Count(out, "wrote ") != 6 {
-		t.Fatalf("export printed %q, want six files", out)
+	if strings.Count(out, "wrote ") != 8 {
+		t.Fatalf("export printed %q, want eight files", out)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -77,7 +77,8 @@ func TestExport(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !slices.Contains(names, "00001_create_jobs.up.sql") || !slices.Contains(names, "00003_reservation_token.down.sql") {
+	if !slices.Contains(names, "00001_create_jobs.up.sql") || !slices.Contains(names, "00003_reservation_token.down.sql") ||
+		!slices.Contains(names, "00006_create_batches.up.sql") {
 		t.Fatalf("export wrote %v", names)
 	}
 	up, _ := os.ReadFile(filepath.Join(dir, "00001_create_jobs.up.sql"))
