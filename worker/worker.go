@@ -29,6 +29,10 @@ type Worker struct {
 
 	mu       sync.Mutex
 	handlers map[string]*handler
+	// batchCallbacks by batch name (OnBatch), under mu; cancelledBatches
+	// caches the ids of batches seen cancelled.
+	batchCallbacks   map[string]BatchCallbacks
+	cancelledBatches sync.Map
 }
 
 // New returns a worker for q. It refuses options that cannot work, above all
