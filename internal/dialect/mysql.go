@@ -93,8 +93,11 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 				skip = "id NOT IN (" + sqldb.Ints(tried) + ") AND "
 			}
 			ids, err := scanInts(tx.Query(ctx, m.candidates(skip), queue, retryAfter, want, queue, want, want))
-			if err != nil || len(ids) == 0 {
+			if err != nil {
 				return err
+			}
+			if len(ids) == 0 {
+				break // rows locked in earlier rounds are still marked below
 			}
 			if err := lockRows(ids, n-len(rows)); err != nil {
 				return err
