@@ -180,9 +180,16 @@ func TestBatchCallbacksFireOnceAcrossWorkers(t *testing.T) {
 		var ranBy [2]atomic.Int64
 		var workers sync.WaitGroup
 		errs := make(chan error, 2)
+		var logs [2]*syncBuffer
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("worker 1:\n%s\nworker 2:\n%s", logs[0], logs[1])
+			}
+		})
 		for i := range 2 {
-			w, _ := newWorker(t, q, worker.Options{Concurrency: 4, Prefetch: 2, StopWhenEmpty: true})
-			worker.HandleJSON(w, "row", func(_ context.Context, _ *dbqueue.Job, n int) error {
+			w, l := newWorker(t, q, worker.Options{Concurrency: 4, Prefetch: 2, StopWhenEmpty: true})
+			logs[i] = l
+			worker.HandleJSON(w, "row", func(_ context.Context, job *dbqueue.Job, n int) error {
 				ranBy[i].Add(1)
 				rec.record(n)
 				return nil
