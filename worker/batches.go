@@ -69,7 +69,10 @@ func (r *run) finishLinked(job *dbqueue.Job, cause error) error {
 		return err
 	})
 	if err != nil {
-		if cause == nil {
+		switch {
+		case errors.Is(err, dbqueue.ErrNotHeld):
+			r.logJob(job, 0, "finished, but no longer held (reclaimed after retry_after): it may run again", err)
+		case cause == nil:
 			r.logJob(job, 0, "not finished: it runs again after retry_after", err)
 		}
 		return err
