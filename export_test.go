@@ -55,3 +55,8 @@ func NowSQL(d Dialect) string {
 	}
 	return sd.Now()
 }
+
+// FinishLinked is the worker's end of a chained or batched job.
+func FinishLinked(ctx context.Context, q *Queue, job *Job, cause error) (before, after *Batch, err error) {
+	return q.finishLinked(ctx, job, cause)
+}

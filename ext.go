@@ -50,3 +50,14 @@ func (e ext) Signals(ctx context.Context, queues []string) (restart int64, pause
 func (e ext) Payloads(ctx context.Context, queue string) ([][]byte, error) {
 	return e.q.sql.Payloads(ctx, e.q.db, queue)
 }
+
+// Linked reports whether a job chains a next job or belongs to a batch,
+// so its end goes through FinishLinked rather than the batched deletes.
+func (e ext) Linked(job *Job) bool { return job.linked() }
+
+// FinishLinked ends a held linked job in one transaction (deleted with its
+// chain's next job pushed when cause is nil, failed otherwise) and counts
+// it in its batch; it returns the batch before and after.
+func (e ext) FinishLinked(ctx context.Context, job *Job, cause error) (before, after *Batch, err error) {
+	return e.q.finishLinked(ctx, job, cause)
+}

@@ -117,14 +117,7 @@ func (q *Queue) unreserve(ctx context.Context, job *Job) error {
 // gone, failed_jobs holding it with this very cause) and succeeds, so a
 // worker's failure hooks still run.
 func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
-	text := "failed"
-	if cause != nil {
-		text = cause.Error()
-	}
-	uuid := job.Payload.UUID
-	if uuid == "" {
-		uuid = newUUID() // a malformed row carries none
-	}
+	text, uuid := failureText(job, cause)
 	var held bool
 	err := sqldb.Retry(ctx, func() (err error) {
 		held, err = q.sql.FailMove(ctx, q.db, job.held(), dialect.Failure{
@@ -142,4 +135,17 @@ func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
 		return notHeld(job)
 	}
 	return nil
+}
+
+// failureText is the exception text and uuid a failure of job writes.
+func failureText(job *Job, cause error) (text, uuid string) {
+	text = "failed"
+	if cause != nil {
+		text = cause.Error()
+	}
+	uuid = job.Payload.UUID
+	if uuid == "" {
+		uuid = newUUID() // a malformed row carries none
+	}
+	return text, uuid
 }

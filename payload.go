@@ -37,6 +37,14 @@ type Payload struct {
 	// maxExceptions. Laravel keeps this count in its cache; dbqueue keeps it
 	// in the payload, where it survives with the job.
 	Exceptions int `json:"exceptions,omitempty"`
+	// BatchID names the job's batch (Queue.Batch): its row in job_batches
+	// counts the job when it finishes. Laravel keeps it inside the
+	// serialized command; dbqueue keeps it here, and PHP ignores the key.
+	BatchID string `json:"batchId,omitempty"`
+	// Chained holds the jobs that follow this one in its chain
+	// (Queue.PushChain), as a JSON list of ChainLink. Laravel keeps them
+	// inside the serialized command; dbqueue keeps them here.
+	Chained json.RawMessage `json:"chained,omitempty"`
 	// Headers are string metadata that travel with the job but are not
 	// its argument: a trace id, a tenant, who pushed it. Push middleware
 	// (WithPushMiddleware) sets them with NewJob.SetHeader; handler
@@ -283,27 +291,38 @@ func wholeSeconds(d time.Duration) int64 {
 
 // encode validates j and builds its payload JSON.
 func (j NewJob) encode() ([]byte, error) {
+	p, err := j.envelope()
+	if err != nil {
+		return nil, err
+	}
+	// Payload's field order is Laravel's key order, and its nulls are
+	// the ones PHP expects.
+	return json.Marshal(p)
+}
+
+// envelope validates j and builds its payload.
+func (j NewJob) envelope() (Payload, error) {
 	if strings.TrimSpace(j.Name) == "" {
-		return nil, fmt.Errorf("dbqueue: NewJob.Name is empty: name the handler that runs the job")
+		return Payload{}, fmt.Errorf("dbqueue: NewJob.Name is empty: name the handler that runs the job")
 	}
 	switch {
 	case j.Delay < 0:
-		return nil, fmt.Errorf("dbqueue: job %q: negative Delay %v: use 0 to run it now, or RunAt for a time", j.Name, j.Delay)
+		return Payload{}, fmt.Errorf("dbqueue: job %q: negative Delay %v: use 0 to run it now, or RunAt for a time", j.Name, j.Delay)
 	case j.Delay > 0 && !j.RunAt.IsZero():
-		return nil, fmt.Errorf("dbqueue: job %q: set Delay or RunAt, not both", j.Name)
+		return Payload{}, fmt.Errorf("dbqueue: job %q: set Delay or RunAt, not both", j.Name)
 	case j.MaxTries < 0 || j.MaxExceptions < 0 || j.Timeout < 0:
-		return nil, fmt.Errorf("dbqueue: job %q: MaxTries, MaxExceptions and Timeout must not be negative", j.Name)
+		return Payload{}, fmt.Errorf("dbqueue: job %q: MaxTries, MaxExceptions and Timeout must not be negative", j.Name)
 	case j.Timeout > MaxDelay:
-		return nil, fmt.Errorf("dbqueue: job %q: Timeout %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, j.Timeout)
+		return Payload{}, fmt.Errorf("dbqueue: job %q: Timeout %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, j.Timeout)
 	}
 	for _, b := range j.Backoff {
 		if b > MaxDelay {
-			return nil, fmt.Errorf("dbqueue: job %q: Backoff %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, b)
+			return Payload{}, fmt.Errorf("dbqueue: job %q: Backoff %v is longer than MaxDelay (100 years): a worker would refuse it", j.Name, b)
 		}
 	}
 	data, err := encodeData(j.Data)
 	if err != nil {
-		return nil, fmt.Errorf("dbqueue: job %q: data is not JSON-encodable: %w", j.Name, err)
+		return Payload{}, fmt.Errorf("dbqueue: job %q: data is not JSON-encodable: %w", j.Name, err)
 	}
 	display, _, _ := strings.Cut(j.Name, "@")
 	p := Payload{
@@ -322,7 +341,7 @@ func (j NewJob) encode() ([]byte, error) {
 	}
 	for _, d := range j.Backoff {
 		if d < 0 {
-			return nil, fmt.Errorf("dbqueue: job %q: negative backoff %v", j.Name, d)
+			return Payload{}, fmt.Errorf("dbqueue: job %q: negative backoff %v", j.Name, d)
 		}
 		p.Backoff = append(p.Backoff, int(wholeSeconds(d)))
 	}
@@ -334,9 +353,7 @@ func (j NewJob) encode() ([]byte, error) {
 		u := j.RetryUntil.Unix()
 		p.RetryUntil = &u
 	}
-	// Payload's field order is Laravel's key order, and its nulls are
-	// the ones PHP expects.
-	return json.Marshal(p)
+	return p, nil
 }
 
 // withKey returns the payload JSON raw with key set to value, keeping every

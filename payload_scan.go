@@ -116,6 +116,16 @@ func (p *Payload) set(key string, v []byte) bool {
 		}
 		p.Data = json.RawMessage(v)
 		return true
+	case "batchId":
+		return null || str(v, &p.BatchID)
+	case "chained":
+		// Kept as written, as encoding/json keeps a RawMessage (null
+		// included); only a list is a chain (Payload.chain).
+		if !json.Valid(v) {
+			return false
+		}
+		p.Chained = json.RawMessage(v)
+		return true
 	}
 	// encoding/json matches keys without regard to case: leave "Timeout"
 	// and the like to it.
@@ -130,7 +140,7 @@ func (p *Payload) set(key string, v []byte) bool {
 }
 
 var envelopeKeys = []string{"uuid", "displayName", "job", "maxTries", "maxExceptions", "failOnTimeout",
-	"backoff", "timeout", "retryUntil", "data", "delay", "createdAt", "exceptions", "headers"}
+	"backoff", "timeout", "retryUntil", "data", "delay", "createdAt", "exceptions", "headers", "batchId", "chained"}
 
 func str(v []byte, dst *string) bool {
 	if len(v) < 2 || v[0] != '"' {

@@ -44,6 +44,8 @@ func FuzzDecodeFastAgreesWithEncodingJSON(f *testing.F) {
 		`{"job":5}`, `{"job":"x"} trailing`, `{"job":"x","failOnTimeout":1}`, `{"jo\u0062":"x"}`,
 		`{"job":"x","maxTries":1e2}`, `{"job":"tab	inside"}`, `[]`, `{}`, `{"job":"x",}`, `{"job":"x","data":"\ud800"}`,
 		`{"uuid":"u","job":"x","retryUntil":null,"createdAt":1,"data":null}`,
+		`{"job":"x","batchId":"b-1","chained":[{"queue":"q","delay":2,"payload":{"job":"y","data":[1]}}]}`,
+		`{"job":"x","batchId":null,"chained":null}`, `{"job":"x","chained":{"a":1}}`, `{"job":"x","batchId":3}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -3,6 +3,7 @@ package dbqueue
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
@@ -24,24 +25,43 @@ var copyThreshold = 10_000
 func (q *Queue) rows(jobs []NewJob) ([]dialect.PushRow, error) {
 	rows := make([]dialect.PushRow, len(jobs))
 	for i, j := range jobs {
-		payload, err := j.encode()
+		row, err := q.row(j, nil)
 		if err != nil {
 			return nil, err
-		}
-		queue := j.Queue
-		if queue == "" {
-			queue = q.queue
-		}
-		if err := checkQueueName(queue); err != nil {
-			return nil, err
-		}
-		row := dialect.PushRow{Queue: queue, Payload: payload, At: wholeSeconds(j.Delay)}
-		if !j.RunAt.IsZero() {
-			row.Absolute, row.At = true, j.RunAt.Unix()
 		}
 		rows[i] = row
 	}
 	return rows, nil
+}
+
+// row validates j and builds its row; edit, when set, changes the payload
+// before it is encoded (a batch's id, a chain's rest).
+func (q *Queue) row(j NewJob, edit func(*Payload)) (dialect.PushRow, error) {
+	p, err := j.envelope()
+	if err != nil {
+		return dialect.PushRow{}, err
+	}
+	if edit != nil {
+		edit(&p)
+	}
+	// Payload's field order is Laravel's key order, and its nulls are
+	// the ones PHP expects.
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return dialect.PushRow{}, err
+	}
+	queue := j.Queue
+	if queue == "" {
+		queue = q.queue
+	}
+	if err := checkQueueName(queue); err != nil {
+		return dialect.PushRow{}, err
+	}
+	row := dialect.PushRow{Queue: queue, Payload: payload, At: wholeSeconds(j.Delay)}
+	if !j.RunAt.IsZero() {
+		row.Absolute, row.At = true, j.RunAt.Unix()
+	}
+	return row, nil
 }
 
 // Push adds one job and returns its id. It is visible to workers at once
@@ -69,6 +89,12 @@ func (q *Queue) pushMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
+	return q.pushRows(ctx, rows)
+}
+
+// pushRows is PushMany after the rows are built.
+func (q *Queue) pushRows(ctx context.Context, rows []dialect.PushRow) ([]int64, error) {
+	var err error
 	notify := q.wake.shouldNotify(rows)
 	var ids []int64
 	err = sqldb.Retry(ctx, func() error {

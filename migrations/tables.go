@@ -86,6 +86,18 @@ func (t Tables) SignalsTable() string {
 	return t.qualify(t.withDefaults().Jobs + "_signals")
 }
 
+// BatchesTable is the table of job batches (dbqueue.Queue.Batch) of this
+// table set: Laravel's job_batches for the default set, <jobs>_batches
+// otherwise, schema-qualified when Schema is set.
+func (t Tables) BatchesTable() string { return t.qualify(t.batchesName()) }
+
+func (t Tables) batchesName() string {
+	if t.isDefault() {
+		return "job_batches"
+	}
+	return t.withDefaults().Jobs + "_batches"
+}
+
 // JobsTable is the jobs table's name as SQL uses it, schema-qualified when
 // Schema is set.
 func (t Tables) JobsTable() string { return t.qualify(t.withDefaults().Jobs) }
@@ -136,6 +148,7 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Jobs", t.prefixed(VersionTable) + "_lock"},
 		{"Jobs", t.Jobs + "_queue_reserved_available_idx"},
 		{"Jobs", t.Jobs + "_queue_reserved_idx"},
+		{"Jobs", t.batchesName()},
 		{"Failed", t.Failed + "_failed_at_idx"},
 		{"Failed", t.Failed + "_uuid_unique"},
 		{"Jobs", t.Jobs + "_limits"},
@@ -199,6 +212,8 @@ type templateData struct {
 	Unique                string // the unique-lock table, schema-qualified
 	JobsName, FailedName  string // bare, for index names and catalog lookups
 	Schema                string
+	// Batches is the job batches table, schema-qualified; BatchesName bare.
+	Batches, BatchesName string
 }
 
 // FS returns dbqueue's migrations for dialect as SQL files, rendered for
@@ -250,6 +265,9 @@ func render(dialect dbqueue.Dialect, t Tables) (fstest.MapFS, error) {
 		JobsName:   full.Jobs,
 		FailedName: full.Failed,
 		Schema:     t.Schema,
+
+		Batches:     t.BatchesTable(),
+		BatchesName: t.batchesName(),
 	}
 	names, err := fs.Glob(files, string(dialect)+"/*.sql.tmpl")
 	if err != nil {

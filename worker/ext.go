@@ -16,6 +16,8 @@ type queueExt interface {
 	Wakeups(queues ...string) (<-chan struct{}, func())
 	WithKey(raw []byte, key string, value any) ([]byte, error)
 	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
+	Linked(job *dbqueue.Job) bool
+	FinishLinked(ctx context.Context, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
 }
 
 func extOf(q *dbqueue.Queue) queueExt { return core.Of(q).Ext.(queueExt) }

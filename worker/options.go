@@ -34,6 +34,14 @@ type Options struct {
 	// Queues are read in priority order (--queue=high,default). Default:
 	// the queue's default queue.
 	Queues []string
+	// QueueWeights turns Queues' strict priority into shares: each claim
+	// reads first a queue picked in proportion to its weight (a:3, b:1 puts
+	// a first in 3 claims of every 4, b in the other), then the others, so
+	// no queue starves behind a busy one and an empty one costs nothing. A
+	// queue of Queues with no weight weighs 1; with Queues empty, the
+	// weighted queues are served. Default: none, strict priority (Laravel's
+	// --queue=high,default).
+	QueueWeights map[string]int
 	// Concurrency is how many jobs run at once (Laravel runs one per
 	// process). Default 10.
 	Concurrency int
@@ -192,6 +200,7 @@ func (o Options) validate(retryAfter time.Duration) error {
 	if o.Timeout >= 0 && o.Timeout <= MaxDelay && o.Timeout+TimeoutMargin > retryAfter {
 		bad("Timeout %v must be at least %v shorter than the queue's retry_after %v, or a slow job is taken by a second worker while the first still runs it: lower Timeout or raise dbqueue.WithRetryAfter", o.Timeout, TimeoutMargin, retryAfter)
 	}
+	validateWeights(o, bad)
 	for _, q := range o.Queues {
 		if q == "" || strings.TrimSpace(q) != q || len(q) > 255 {
 			bad("queue name %q: must be 1 to 255 bytes with no surrounding spaces", q)

@@ -75,6 +75,8 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 		// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died
 		// or timed out with this job on its last try.
 		switch {
+		case r.batchCancelled(job):
+			r.discardCancelled(job)
 		case p.RetryUntil != nil && dbNow().Unix() > *p.RetryUntil,
 			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
@@ -143,7 +145,12 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 				// It finished after all while its reservation still stood:
 				// the work is done, so do not run it again.
 				r.finish(job, func() {
-					err := r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
+					var err error
+					if w.ext.Linked(job) {
+						err = r.finishLinked(job, nil)
+					} else {
+						err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
+					}
 					r.logJob(job, late.took, "done late", err)
 				})
 			}
@@ -161,13 +168,13 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 	errors.As(res.err, &o)
 	switch {
 	case res.err == nil:
-		r.done.add(job)
+		r.complete(job)
 		r.logJob(job, res.took, "done", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
 	case o != nil && o.kind == outcomeDiscard:
-		r.done.add(job)
+		r.complete(job)
 		r.logJob(job, res.took, "deleted", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
@@ -336,7 +343,12 @@ func (r *run) backoff(job *dbqueue.Job, h *handler) time.Duration {
 // callback and the JobFailed hook, once.
 func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error) {
 	w, ctx := r.w, r.jobCtx
-	err := r.persist(ctx, job, func() error { return w.q.Fail(context.WithoutCancel(ctx), job, cause) })
+	var err error
+	if w.ext.Linked(job) {
+		err = r.finishLinked(job, cause) // also counts its batch
+	} else {
+		err = r.persist(ctx, job, func() error { return w.q.Fail(context.WithoutCancel(ctx), job, cause) })
+	}
 	r.logJob(job, took, "failed", errors.Join(cause, err))
 	if err != nil {
 		return // not recorded: the job comes back after retry_after

@@ -24,9 +24,15 @@ type Worker struct {
 	ext  queueExt
 	opts Options
 	log  *slog.Logger
+	// weights orders each claim's queues when QueueWeights is set.
+	weights *weights
 
 	mu       sync.Mutex
 	handlers map[string]*handler
+	// batchCallbacks by batch name (OnBatch), under mu; cancelledBatches
+	// caches the ids of batches seen cancelled.
+	batchCallbacks   map[string]BatchCallbacks
+	cancelledBatches sync.Map
 }
 
 // New returns a worker for q. It refuses options that cannot work, above all
@@ -39,11 +45,14 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 	if err := opts.validate(q.RetryAfter()); err != nil {
 		return nil, err
 	}
+	if len(opts.Queues) == 0 && len(opts.QueueWeights) > 0 {
+		opts.Queues = weightedQueues(opts.QueueWeights)
+	}
 	if len(opts.Queues) == 0 {
 		opts.Queues = []string{q.DefaultQueue()}
 	}
 	return &Worker{
-		q: q, ext: extOf(q), opts: opts,
+		q: q, ext: extOf(q), opts: opts, weights: newWeights(opts),
 		log:      opts.Logger.With("worker", opts.Name),
 		handlers: map[string]*handler{},
 	}, nil
@@ -385,8 +394,9 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			c := claim{n: n, idleBefore: r.busy() == 0 && outstanding == 0, reservedBefore: r.reserved.Load(), failedBefore: failed}
 			outstanding++
 			claiming += n
+			order := r.w.weights.order(queues)
 			go func() {
-				c.jobs, c.err = r.reserve(ctx, int(n), queues)
+				c.jobs, c.err = r.reserve(ctx, int(n), order)
 				results <- c
 			}()
 			continue

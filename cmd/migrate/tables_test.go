@@ -100,7 +100,8 @@ func TestExport(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !slices.Contains(names, "00001_create_jobs.up.sql") || !slices.Contains(names, "00004_create_unique.down.sql") {
+	if !slices.Contains(names, "00001_create_jobs.up.sql") || !slices.Contains(names, "00004_create_unique.down.sql") ||
+		!slices.Contains(names, "00006_create_batches.up.sql") {
 		t.Fatalf("export wrote %v", names)
 	}
 	up, _ := os.ReadFile(filepath.Join(dir, "00001_create_jobs.up.sql"))

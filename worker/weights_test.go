@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/worker"
+)
+
+// With QueueWeights a:3, b:1 and both queues full, a worker that claims
+// one job at a time takes a's jobs three times as often as b's; when a
+// runs dry it keeps taking b's, and it drains both.
+func TestQueueWeightsShareClaims(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		pushN(t, q, 60, dbqueue.NewJob{Name: "job", Queue: "a"})
+		pushN(t, q, 60, dbqueue.NewJob{Name: "job", Queue: "b"})
+		var (
+			mu    sync.Mutex
+			order []string
+		)
+		// One job per claim (no prefetch, one claim in flight), so the
+		// order the handler sees is the order of the claims.
+		w, _ := newWorker(t, q, worker.Options{
+			QueueWeights: map[string]int{"a": 3, "b": 1},
+			Concurrency:  1, Prefetch: -1, Claims: 1, StopWhenEmpty: true,
+		})
+		w.Handle("job", func(_ context.Context, job *dbqueue.Job) error {
+			mu.Lock()
+			order = append(order, job.Queue)
+			mu.Unlock()
+			return nil
+		})
+		if err := runUntil(t, w, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if len(order) != 120 {
+			t.Fatalf("ran %d jobs, want all 120", len(order))
+		}
+		count := func(jobs []string, queue string) int {
+			n := 0
+			for _, j := range jobs {
+				if j == queue {
+					n++
+				}
+			}
+			return n
+		}
+		// While both have jobs (the first 80 claims), a gets 3 of every 4,
+		// spread out: every 8 claims hold 6 of a's (strict priority would
+		// take all 60 of a's first). The schedule is deterministic; the
+		// tolerance of one is for a claim a future change might batch
+		// differently.
+		if a := count(order[:80], "a"); a < 58 || a > 62 {
+			t.Fatalf("of the first 80 jobs %d came from a, want 60 (3:1): %v", a, order[:80])
+		}
+		for i := 0; i < 80; i += 8 {
+			if a := count(order[i:i+8], "a"); a < 5 || a > 7 {
+				t.Fatalf("jobs %d to %d: %d from a, want 6 of 8 (3:1): %v", i, i+8, a, order[:80])
+			}
+		}
+		if b := count(order[80:], "b"); b != 40 {
+			t.Fatalf("after a ran dry, %d of the last 40 jobs came from b, want 40", b)
+		}
+	})
+}
