@@ -86,7 +86,9 @@
 //     for typed jobs (JobArgs) PushArgs, PushArgsMany and PushArgsTx; the
 //     lower-level Reserve, Delete, Release and Fail a worker is built on;
 //     Size and Clear; Pause, Resume, Paused and Restart, the signals
-//     workers obey; PushUnique for jobs queued once per key;
+//     workers obey; PushUnique for jobs queued once per key; Job, Jobs,
+//     Cancel and RunNow to find and steer waiting jobs; PushChain and
+//     Batch (Laravel's Bus::chain and Bus::batch, job_batches included);
 //     WithPushMiddleware; WithTables and the other Options.
 //   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle,
 //     HandleJSON and Register (typed jobs), Run and RunOnce; tries,
