@@ -162,18 +162,7 @@ func TestClaimLooksPastLockedJobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Another claimer's transaction holds the first 3n rows (in READ
-			// COMMITTED, as claims run, so InnoDB locks no row past them).
-			tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			rows, err := tx.Query(db.Dialect.Rebind("SELECT id FROM jobs WHERE id <= ? FOR UPDATE"), ids[3*n-1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows.Close()
+			holdJobs(t, db, ids[3*n-1]) // another claimer holds the first 3n
 			got := reserve(t, q, n)
 			if len(got) != n {
 				t.Fatalf("reserved %d jobs while %d unlocked ones are ready, want %d", len(got), n, n)
@@ -266,16 +255,7 @@ func TestClaimMarksWhatItLockedWhenCandidatesRunOut(t *testing.T) {
 	}
 	// Another claimer holds n+1 of them, so the first round locks n-1 and
 	// a second round finds no other candidate.
-	tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id FROM jobs WHERE id <= ? FOR UPDATE", ids[n])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows.Close()
+	holdJobs(t, db, ids[n])
 	got := reserve(t, q, n)
 	if len(got) != n-1 {
 		t.Fatalf("reserved %d jobs, want the %d nobody else holds", len(got), n-1)
@@ -288,4 +268,21 @@ func TestClaimMarksWhatItLockedWhenCandidatesRunOut(t *testing.T) {
 			t.Fatalf("delete job %d after running it: %v", j.ID, err)
 		}
 	}
+}
+
+// holdJobs locks the jobs with ids up to upTo in a transaction of another
+// claimer's, open until the test ends: READ COMMITTED, as claims run, so
+// InnoDB locks no row past them.
+func holdJobs(t *testing.T, db *dbtest.DB, upTo int64) {
+	t.Helper()
+	tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	rows, err := tx.Query(db.Dialect.Rebind("SELECT id FROM jobs WHERE id <= ? FOR UPDATE"), upTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
 }
