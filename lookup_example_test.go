@@ -5,32 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/migrations"
 )
 
 // Find jobs by id or by state, make a delayed one run now, and cancel one
 // before it runs. A job a worker holds cannot be cancelled.
 func ExampleQueue_Jobs() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "dbqueue-lookup")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	dsn := "sqlite:" + filepath.Join(dir, "queue.db")
-	if err := migrations.UpDSN(ctx, dsn); err != nil {
-		log.Fatal(err)
-	}
-	q, err := dbqueue.Open(ctx, dsn)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer q.Close()
+	q, _, done := exampleQueue() // a migrated SQLite queue in a temporary directory
+	defer done()
 
 	report, _ := q.Push(ctx, dbqueue.NewJob{Name: "nightly-report", Delay: 8 * time.Hour})
 	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "send-mail"}); err != nil {

@@ -4,33 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
 	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
-	"github.com/dbqueue/dbqueue/migrations"
 )
 
 // Push a job at most once while it is queued: the second push finds the
 // first and returns its id; once the job finished, its key is free again.
 func ExampleQueue_PushUnique() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "dbqueue")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	dsn := "sqlite:" + filepath.Join(dir, "queue.db")
-	if err := migrations.UpDSN(ctx, dsn); err != nil {
-		log.Fatal(err)
-	}
-	q, err := dbqueue.Open(ctx, dsn)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer q.Close()
+	q, _, done := exampleQueue() // a migrated SQLite queue in a temporary directory
+	defer done()
 
 	type rebuild struct {
 		Account int `json:"account"`
