@@ -65,6 +65,24 @@ func (n *notifier) shouldNotify(rows []dialect.PushRow) bool {
 	return notify
 }
 
+// pushed wakes this process's own subscribers of the queues of due rows
+// that a committed push wrote, where no LISTEN connection brings the
+// database's notification (MySQL, SQLite, PostgreSQL through database/sql):
+// a worker embedded beside the pusher starts the job at once instead of
+// after its poll interval. It costs a lock and a channel send per push.
+func (n *notifier) pushed(rows []dialect.PushRow) {
+	if n.listener != nil {
+		return // the notification comes back through LISTEN
+	}
+	var last string
+	for _, r := range rows {
+		if r.Due() && r.Queue != last {
+			n.broadcast(r.Queue)
+			last = r.Queue
+		}
+	}
+}
+
 // wakeups returns a channel that receives soon after a job is pushed, ready
 // to run, to one of queues (on PostgreSQL with a pgx pool, through
 // LISTEN/NOTIFY on one shared connection), and a function to stop. On other

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/driver/dbqpgx"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
 // On PostgreSQL a push of a job that is due now wakes the listeners of its
@@ -85,4 +86,39 @@ func TestPushWakesListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(true, "a bulk push by COPY")
+}
+
+// Without LISTEN (MySQL, SQLite), a push made by this process still wakes
+// this process's workers of that queue at once; a delayed push does not.
+func TestPushWakesLocalWorkersWithoutListen(t *testing.T) {
+	for _, d := range []dbqueue.Dialect{dbqueue.MySQL, dbqueue.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			q := dbtest.New(t, d).Queue(t)
+			wake, stop := dbqueue.Wakeups(q, "local")
+			defer stop()
+			other, stopOther := dbqueue.Wakeups(q, "elsewhere")
+			defer stopOther()
+			if _, err := q.Push(ctx, dbqueue.NewJob{Name: "later", Queue: "local", Delay: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-wake:
+				t.Fatal("a delayed push woke the worker")
+			default:
+			}
+			if _, err := q.Push(ctx, dbqueue.NewJob{Name: "now", Queue: "local"}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-wake:
+			default:
+				t.Fatal("a due push did not wake this process's worker of its queue")
+			}
+			select {
+			case <-other:
+				t.Fatal("a push woke a worker of another queue")
+			default:
+			}
+		})
+	}
 }

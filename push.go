@@ -116,6 +116,7 @@ func (q *Queue) pushRows(ctx context.Context, rows []dialect.PushRow) ([]int64, 
 	if err != nil {
 		return nil, sqldb.Wrap("push", err)
 	}
+	q.wake.pushed(rows)
 	return ids, nil
 }
 
