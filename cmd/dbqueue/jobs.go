@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dbqueue/dbqueue"
+)
+
+// jobJSON is a job as --json prints it.
+type jobJSON struct {
+	ID           int64           `json:"id"`
+	Queue        string          `json:"queue"`
+	State        string          `json:"state"`
+	Name         string          `json:"name"`
+	Attempts     int             `json:"attempts"`
+	ReservedAt   *time.Time      `json:"reserved_at"`
+	AvailableAt  time.Time       `json:"available_at"`
+	CreatedAt    time.Time       `json:"created_at"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	PayloadError string          `json:"payload_error,omitempty"`
+}
+
+func toJSON(j dbqueue.JobInfo, payload bool) jobJSON {
+	out := jobJSON{
+		ID: j.ID, Queue: j.Queue, State: string(j.State), Name: j.Name(), Attempts: j.Attempts,
+		AvailableAt: j.AvailableAt.UTC(), CreatedAt: j.CreatedAt.UTC(),
+	}
+	if !j.ReservedAt.IsZero() {
+		t := j.ReservedAt.UTC()
+		out.ReservedAt = &t
+	}
+	if payload {
+		out.Payload = rawJSON(j.RawPayload)
+	}
+	if j.PayloadErr != nil {
+		out.PayloadError = j.PayloadErr.Error()
+	}
+	return out
+}
+
+func (c *cli) jobs(ctx context.Context, args []string) error {
+	sub, args, err := subcommand("jobs", args, "list", "show", "cancel", "run-now")
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet(c, "jobs "+sub)
+	var (
+		asJSON = fs.Bool("json", false, "print JSON")
+		queue  = fs.String("queue", "", "list: only this queue")
+		state  = fs.String("state", "", "list: only pending, delayed or reserved jobs")
+		limit  = fs.Int("limit", 100, "list: at most this many jobs (1 to 1000)")
+		after  = fs.Int64("after", 0, "list: jobs after this id (the last id of the previous page)")
+	)
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if sub == "list" {
+		if err := noArgs("jobs list", rest); err != nil {
+			return err
+		}
+		switch dbqueue.JobState(*state) {
+		case "", dbqueue.JobPending, dbqueue.JobDelayed, dbqueue.JobReserved:
+		default:
+			return usagef("jobs list: -state %q: use pending, delayed or reserved", *state)
+		}
+		if *limit < 1 || *limit > 1000 {
+			return usagef("jobs list: -limit %d: use 1 to 1000 (page with -after)", *limit)
+		}
+		q, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer q.Close()
+		page, err := q.Jobs(ctx, dbqueue.JobFilter{Queue: *queue, State: dbqueue.JobState(*state), AfterID: *after, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			list := make([]jobJSON, len(page))
+			for i, j := range page {
+				list[i] = toJSON(j, false)
+			}
+			return c.writeJSON(list)
+		}
+		w := c.table()
+		fmt.Fprintln(w, "ID\tQUEUE\tSTATE\tNAME\tATTEMPTS\tAVAILABLE\tCREATED")
+		for _, j := range page {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Queue, j.State, oneLine(j.Name(), 60), j.Attempts,
+				formatTime(j.AvailableAt), formatTime(j.CreatedAt))
+		}
+		w.Flush()
+		if len(page) == *limit {
+			fmt.Fprintf(c.errOut, "more may follow: add -after %d\n", page[len(page)-1].ID)
+		}
+		return nil
+	}
+	arg, err := oneArg("jobs "+sub, "job id", rest)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return usagef("jobs %s: %q is not a job id", sub, arg)
+	}
+	q, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	switch sub {
+	case "show":
+		j, err := q.Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return c.writeJSON(toJSON(*j, true))
+		}
+		w := c.table()
+		fmt.Fprintf(w, "id\t%d\nqueue\t%s\nstate\t%s\nname\t%s\nattempts\t%d\n", j.ID, j.Queue, j.State, j.Name(), j.Attempts)
+		fmt.Fprintf(w, "uuid\t%s\nreserved at\t%s\navailable at\t%s\ncreated at\t%s\n",
+			j.Payload.UUID, formatTime(j.ReservedAt), formatTime(j.AvailableAt), formatTime(j.CreatedAt))
+		if j.PayloadErr != nil {
+			fmt.Fprintf(w, "payload error\t%v\n", j.PayloadErr)
+		}
+		w.Flush()
+		fmt.Fprintln(c.out, "payload:")
+		return c.printPayload(j.RawPayload)
+	case "cancel":
+		if err := q.Cancel(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.out, "cancelled job %d\n", id)
+	case "run-now":
+		if err := q.RunNow(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.out, "job %d is due now\n", id)
+	}
+	return nil
+}
+
+// printPayload prints a stored payload indented when it is JSON, as
+// stored when it is not.
+func (c *cli) printPayload(raw []byte) error {
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	_, err := fmt.Fprintf(c.out, "%s\n", b.Bytes())
+	return err
+}

@@ -1,0 +1,293 @@
+// Command dbqueue inspects and controls a dbqueue database from the shell:
+// migrations, queue sizes and a monitor, jobs, failed jobs, and the pause,
+// resume and restart signals. It is the Go side of Laravel's queue:*
+// artisan commands, on PostgreSQL, MySQL/MariaDB and SQLite.
+//
+//	go run ./cmd/dbqueue queues -dsn postgres://postgres@127.0.0.1:5432/app
+//	DATABASE_URL=sqlite:./queue.db dbqueue monitor -max 1000
+//	dbqueue failed retry -all
+//
+// Workers are not run by this command: they stay embedded in the
+// application's own binary, where their handlers are.
+//
+// Exit codes: 0 ok, 1 error, 2 usage, 3 a monitor threshold exceeded.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/dbqueue/dbqueue"
+	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // the command serves all three
+	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
+	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
+)
+
+const usage = `usage: dbqueue [-dsn DSN] [-jobs T -failed T -schema S] [-connection NAME] COMMAND [ARGS]
+
+Migrations:
+  migrate up|down|status|version     apply, roll back or report the tables
+
+Queues:
+  queues [-queue Q]... [-json]       per queue: pending, delayed, reserved, oldest pending, paused
+  monitor [-queue Q]... [-max N] [-json] [-watch [-every 5s]]
+                                     sizes; exit 3 when a queue has more than N pending
+  pause QUEUE | resume QUEUE         stop or let workers take jobs from QUEUE
+  restart                            ask every worker to stop after its current jobs
+  clear QUEUE [-force]               delete every job of QUEUE (asks to type the name)
+
+Jobs:
+  jobs list [-queue Q] [-state pending|delayed|reserved] [-limit N] [-after ID] [-json]
+  jobs show ID [-json]
+  jobs cancel ID                     delete a waiting job so it never runs
+  jobs run-now ID                    make a delayed job due at once
+
+Failed jobs:
+  failed list [-queue Q] [-limit N] [-before ID] [-json]
+  failed show UUID [-json]
+  failed retry UUID... | -queue Q | -all
+  failed forget UUID
+  failed flush [-hours H]            delete failed jobs older than H hours (0, the default: all)
+  failed prune [-hours H]            delete failed jobs that failed over H hours ago (default 24)
+
+  version                            print this command's version
+
+There is no work command: workers run inside your application's binary,
+where their handlers are (package worker).
+
+The DSN comes from -dsn or $DATABASE_URL:
+  postgres://user:pass@host:5432/db   mysql://user:pass@host:3306/db
+  user:pass@tcp(host:3306)/db         sqlite:./queue.db
+
+Table names (default jobs and failed_jobs in the current schema):
+  -jobs NAME  -failed NAME  -schema NAME (PostgreSQL only)
+-connection is the queue connection name in failed_jobs and in the pause
+signals (Laravel's config/queue.php name; default "database").
+
+Flags may come before or after the command. Exit codes: 0 ok, 1 error,
+2 usage, 3 monitor threshold exceeded.
+`
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitThreshold = 3
+)
+
+// usageError is a command line that cannot run: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...) + "\n(dbqueue -h lists the commands)"}
+}
+
+// errThreshold is monitor's exit code 3: some queue has too many pending jobs.
+var errThreshold = errors.New("a queue has more pending jobs than -max")
+
+// exitCode maps run's error to the process exit code.
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errThreshold):
+		return exitThreshold
+	case errors.As(err, &u):
+		return exitUsage
+	}
+	return exitError
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, errThreshold) { // monitor printed its alert
+		fmt.Fprintln(os.Stderr, "dbqueue:", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// console is where a command reads and writes, and whether they are
+// terminals: a terminal gets a confirmation prompt and a progress line
+// that is rewritten; a pipe gets plain lines.
+type console struct {
+	in            io.Reader
+	out, errOut   io.Writer
+	inTTY, outTTY bool
+}
+
+// isTerminal reports whether v is a terminal: a character device other
+// than /dev/null (which cron and `< /dev/null` give, and which must not
+// count as someone at the keyboard).
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runConsole(ctx, args, console{
+		in: os.Stdin, out: stdout, errOut: stderr,
+		inTTY: isTerminal(os.Stdin), outTTY: isTerminal(stdout),
+	})
+}
+
+// common are the flags every command takes.
+type common struct {
+	dsn        string
+	tables     dbqueue.Tables
+	connection string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dsn, "dsn", c.dsn, "database DSN (default $DATABASE_URL)")
+	fs.StringVar(&c.tables.Jobs, "jobs", c.tables.Jobs, "jobs table (default jobs)")
+	fs.StringVar(&c.tables.Failed, "failed", c.tables.Failed, "failed jobs table (default failed_jobs)")
+	fs.StringVar(&c.tables.Schema, "schema", c.tables.Schema, "PostgreSQL schema of the tables (default: the current schema)")
+	fs.StringVar(&c.connection, "connection", c.connection, "queue connection name (default database)")
+}
+
+// cli is one invocation: its console and common flags.
+type cli struct {
+	console
+	common
+}
+
+func newFlagSet(c *cli, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.errOut)
+	fs.Usage = func() {} // runConsole prints it on flag.ErrHelp
+	c.register(fs)
+	return fs
+}
+
+// parse parses flags wherever they stand among the arguments and returns
+// the rest. -h gives flag.ErrHelp.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, nil
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+}
+
+func runConsole(ctx context.Context, args []string, con console) error {
+	c := &cli{console: con, common: common{dsn: os.Getenv("DATABASE_URL"), connection: dbqueue.DefaultConnection}}
+	fs := newFlagSet(c, "dbqueue")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(c.errOut, usage)
+			return nil // asking for the usage is no failure
+		}
+		return usageError{err.Error()}
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return usagef("no command given")
+	}
+	cmd, args := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "migrate":
+		err = c.migrate(ctx, args)
+	case "queues":
+		err = c.queues(ctx, args)
+	case "monitor":
+		err = c.monitor(ctx, args)
+	case "jobs":
+		err = c.jobs(ctx, args)
+	case "failed":
+		err = c.failed(ctx, args)
+	case "pause", "resume":
+		err = c.pauseResume(ctx, cmd, args)
+	case "restart":
+		err = c.restart(ctx, args)
+	case "clear":
+		err = c.clear(ctx, args)
+	case "version":
+		err = c.version(args)
+	case "work", "queue:work":
+		return usagef("there is no work command: workers run inside your application's binary, where their handlers are (package worker)")
+	case "help":
+		fmt.Fprint(c.out, usage)
+		return nil
+	default:
+		return usagef("unknown command %q", cmd)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(c.errOut, usage)
+		return nil
+	}
+	return err
+}
+
+// subcommand splits "jobs list …" into "list" and the rest; the
+// subcommand comes first, its flags after it.
+func subcommand(group string, args []string, known ...string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, usagef("%s: name a subcommand: %s", group, strings.Join(known, ", "))
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return "", nil, flag.ErrHelp
+	}
+	for _, k := range known {
+		if args[0] == k {
+			return k, args[1:], nil
+		}
+	}
+	return "", nil, usagef("%s: unknown subcommand %q: use %s", group, args[0], strings.Join(known, ", "))
+}
+
+// open opens the queue the common flags name.
+func (c *cli) open(ctx context.Context) (*dbqueue.Queue, error) {
+	if strings.TrimSpace(c.dsn) == "" {
+		return nil, usagef("no database named: pass -dsn DSN or set DATABASE_URL")
+	}
+	return dbqueue.Open(ctx, c.dsn, dbqueue.WithTables(c.tables), dbqueue.WithConnectionName(c.connection))
+}
+
+// noArgs refuses arguments a command does not take.
+func noArgs(cmd string, rest []string) error {
+	if len(rest) > 0 {
+		return usagef("%s: unexpected arguments %q", cmd, rest)
+	}
+	return nil
+}
+
+// oneArg is the single argument a command takes.
+func oneArg(cmd, what string, rest []string) (string, error) {
+	if len(rest) != 1 {
+		return "", usagef("%s: want one %s, got %d arguments", cmd, what, len(rest))
+	}
+	return rest[0], nil
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// table is an aligned writer on stdout; Flush it.
+func (c *cli) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+}
+
+// writeJSON prints v as indented JSON.
+func (c *cli) writeJSON(v any) error {
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// progress reports a long operation: on a terminal one line rewritten in
+// place, elsewhere (a log, a pipe) a line per step.
+type progress struct {
+	c     *cli
+	start time.Time
+}
+
+func (c *cli) progress(format string, args ...any) *progress {
+	p := &progress{c: c, start: time.Now()}
+	msg := fmt.Sprintf(format, args...)
+	if c.outTTY {
+		fmt.Fprintf(c.out, "\r%s…", msg)
+	} else {
+		fmt.Fprintf(c.out, "%s\n", msg)
+	}
+	return p
+}
+
+// done ends the progress with the result line.
+func (p *progress) done(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...) + fmt.Sprintf(" (%s)", time.Since(p.start).Round(time.Millisecond))
+	if p.c.outTTY {
+		fmt.Fprintf(p.c.out, "\r\033[K%s\n", msg)
+	} else {
+		fmt.Fprintln(p.c.out, msg)
+	}
+}
+
+// fail ends a terminal's progress line so the error starts on its own.
+func (p *progress) fail() {
+	if p.c.outTTY {
+		fmt.Fprintln(p.c.out)
+	}
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func formatAge(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+// oneLine is the first line of s, cut to n runes, for a table cell.
+func oneLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// rawJSON keeps a stored payload as JSON when it is JSON, and as a string
+// when it is not.
+func rawJSON(b []byte) json.RawMessage {
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
+// version prints the module version this command was built from.
+func (c *cli) version(args []string) error {
+	rest, err := parse(newFlagSet(c, "version"), args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs("version", rest); err != nil {
+		return err
+	}
+	v, goVersion := "(devel)", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		goVersion = bi.GoVersion
+	}
+	fmt.Fprintf(c.out, "dbqueue %s %s\n", v, goVersion)
+	return nil
+}
