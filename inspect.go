@@ -40,6 +40,17 @@ func (q *Queue) Size(ctx context.Context, queue string) (Sizes, error) {
 	return out, nil
 }
 
+// Queues lists the names of the queues that hold jobs, sorted: for
+// dashboards and the dbqueue command, which show every queue without being
+// told their names. A queue with no jobs left is not listed.
+func (q *Queue) Queues(ctx context.Context) ([]string, error) {
+	names, err := q.sql.Queues(ctx, q.db)
+	if err != nil {
+		return nil, sqldb.Wrap("list queues", err)
+	}
+	return names, nil
+}
+
 // Clear deletes every job of a queue ("" for the default queue), reserved
 // ones included, and returns how many went. Failed jobs are kept.
 func (q *Queue) Clear(ctx context.Context, queue string) (int64, error) {

@@ -525,3 +525,26 @@ func TestMySQLSessionIsolation(t *testing.T) {
 		t.Fatalf("DeleteMany: lost %v, %v", lost, err)
 	}
 }
+
+// Queues names every queue that holds a job, sorted, and no other.
+func TestQueuesListsQueuesWithJobs(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		push(t, q, dbqueue.NewJob{Name: "x", Queue: "mail"})
+		push(t, q, dbqueue.NewJob{Name: "x", Queue: "audio", Delay: time.Hour})
+		push(t, q, dbqueue.NewJob{Name: "x", Queue: "mail"})
+		names, err := q.Queues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(names, ",") != "audio,mail" {
+			t.Fatalf("Queues() = %v, want [audio mail]", names)
+		}
+		if _, err := q.Clear(ctx, "audio"); err != nil {
+			t.Fatal(err)
+		}
+		if names, _ := q.Queues(ctx); strings.Join(names, ",") != "mail" {
+			t.Fatalf("after clearing audio, Queues() = %v, want [mail]", names)
+		}
+	})
+}

@@ -50,39 +50,9 @@ func (c *cli) queueNames(ctx context.Context, q *dbqueue.Queue, named []string) 
 	return slices.Compact(slices.Sorted(slices.Values(names))), nil
 }
 
-// distinctQueues reads the names of the queues that have jobs. The root
-// package has no call for it, so it is one SELECT DISTINCT on the queue
-// index, through a pool of its own.
+// distinctQueues reads the names of the queues that have jobs.
 func (c *cli) distinctQueues(ctx context.Context, q *dbqueue.Queue) ([]string, error) {
-	db, _, err := dbqueue.OpenSQL(c.dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	// The table names were checked by dbqueue.WithTables (lower-case
-	// letters, digits and underscores): they need no quoting.
-	t := q.Tables()
-	table := t.Jobs
-	if t.Schema != "" {
-		table = t.Schema + "." + t.Jobs
-	}
-	rows, err := db.QueryContext(ctx, "SELECT DISTINCT queue FROM "+table)
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		names = append(names, name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	return names, nil
+	return q.Queues(ctx)
 }
 
 // sizes measures each queue.

@@ -303,6 +303,23 @@ func (c *common) Clear(ctx context.Context, ex sqldb.Execer, queue string) (int6
 	return res.RowsAffected, err
 }
 
+func (c *common) Queues(ctx context.Context, ex sqldb.Execer) ([]string, error) {
+	rows, err := ex.Query(ctx, "SELECT DISTINCT queue FROM "+c.jobs+" ORDER BY queue")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, rows.Err()
+}
+
 func (c *common) Payloads(ctx context.Context, ex sqldb.Execer, queue string) ([][]byte, error) {
 	rows, err := ex.Query(ctx, c.rebind("SELECT payload FROM "+c.jobs+" WHERE queue = ? ORDER BY id"), queue)
 	if err != nil {

@@ -59,6 +59,8 @@ type Dialect interface {
 	Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error)
 	// Clear deletes every row of a queue.
 	Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error)
+	// Queues lists the names of the queues that have rows, sorted.
+	Queues(ctx context.Context, ex sqldb.Execer) ([]string, error)
 	// Payloads lists the payloads of a queue's rows in id order.
 	Payloads(ctx context.Context, ex sqldb.Execer, queue string) ([][]byte, error)
 
