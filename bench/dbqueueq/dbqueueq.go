@@ -92,6 +92,19 @@ type Options struct {
 	Sleep time.Duration
 }
 
+// MaxClaim is the most jobs one claim of dbqueue's worker takes
+// (worker/worker.go: min(want, 1000)).
+const MaxClaim = 1_000
+
+// ClaimSize is how many jobs one full claim of a worker with these options
+// takes: min(MaxClaim, Concurrency+Prefetch), as worker.Worker computes it
+// (capacity Concurrency+Prefetch, each claim capped at 1,000). cmd/compare
+// gives the ceiling loops this batch by default.
+func (o Options) ClaimSize() int {
+	o = o.withDefaults()
+	return min(MaxClaim, o.Concurrency+max(o.Prefetch, 0))
+}
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
