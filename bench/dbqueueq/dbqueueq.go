@@ -105,6 +105,22 @@ func (o Options) ClaimSize() int {
 	return min(MaxClaim, o.Concurrency+max(o.Prefetch, 0))
 }
 
+// LibraryClaims is worker.Options.Claims when left 0: claims in flight
+// per worker.
+const LibraryClaims = 2
+
+// ClaimsInFlight is how many claims all workers keep in flight at most:
+// Workers × Claims. cmd/compare runs this many ceiling goroutines, so both
+// sides have as many claim statements in the database at once.
+func (o Options) ClaimsInFlight() int {
+	o = o.withDefaults()
+	c := o.Claims
+	if c <= 0 {
+		c = LibraryClaims
+	}
+	return o.Workers * c
+}
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency

@@ -11,7 +11,8 @@
 //
 // The ceiling loops claim as many jobs per statement as dbqueue's worker
 // does (min(1000, concurrency+prefetch)) unless -batch says otherwise;
-// -batch-also adds a ceiling of another batch (100) beside each. With -for
+// -batch-also adds a ceiling of another batch (100) beside each, and as
+// many ceiling goroutines run as dbqueue keeps claims in flight (-workers). With -for
 // (default 4s) each system's measurements are sized from its warm-up rate
 // to take about that long, between -min-jobs and -jobs.
 package main
@@ -139,7 +140,7 @@ func main() {
 	flag.IntVar(&c.dbqueue.Claims, "claims", 0, "dbqueue: worker Claims (claims in flight per worker; 0 = the library's default)")
 	flag.IntVar(&c.dbqueue.Workers, "dbq-workers", dbqueueq.DefaultWorkers, "dbqueue: worker.Worker instances, each with its own pool")
 	flag.DurationVar(&c.dbqueue.Sleep, "sleep", dbqueueq.DefaultSleep, "dbqueue: worker Sleep (longest poll interval when idle)")
-	flag.IntVar(&c.ceiling.Workers, "workers", 8, "ceiling: worker goroutines (W)")
+	flag.IntVar(&c.ceiling.Workers, "workers", 0, "ceiling: worker goroutines (W); 0 = follow dbqueue's claims in flight, dbq-workers × claims (2)")
 	flag.IntVar(&c.ceiling.Batch, "batch", 0, "ceiling: jobs per claim (B); 0 = follow dbqueue's claim size, min(1000, concurrency+prefetch)")
 	flag.IntVar(&c.ceilingAlso, "batch-also", 100, "ceiling: also run ceiling-<db>-b<N> with this batch beside the reference ceiling (0 = none)")
 	flag.DurationVar(&c.ceiling.Poll, "poll", 5*time.Millisecond, "ceiling: sleep after an empty claim")
@@ -150,6 +151,10 @@ func main() {
 	if c.ceiling.Batch <= 0 {
 		c.ceiling.Batch = c.dbqueue.ClaimSize()
 		batchNote = "following dbqueue's claim"
+	}
+	if c.ceiling.Workers <= 0 {
+		c.ceiling.Workers = c.dbqueue.ClaimsInFlight()
+		batchNote += ", W following dbqueue's claims in flight"
 	}
 	stopProfile, err := bench.CPUProfile(*cpuProf)
 	if err != nil {
