@@ -74,7 +74,18 @@ const (
 	RiverName       = "river-pg"
 	CeilingPrefix   = "ceiling-"
 	riverColumnHead = "× River (PG)"
+	// CeilingVariantSep separates a ceiling variant's suffix from its base
+	// name ("ceiling-pg-b100"); variants are listed, never taken as the
+	// reference.
+	CeilingVariantSep = "-b"
 )
+
+// IsReferenceCeiling reports whether name is a ceiling loop that ratios are
+// taken against: "ceiling-pg", "ceiling-mariadb", not a variant.
+func IsReferenceCeiling(name string) bool {
+	rest, ok := strings.CutPrefix(name, CeilingPrefix)
+	return ok && !strings.Contains(rest, CeilingVariantSep)
+}
 
 // WriteMarkdown prints one table row per system and mode: median jobs/s, the
 // range over rounds, and the median's ratio to River's and to the ceiling loop
@@ -89,7 +100,7 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 			}
 			river := r.find(func(o *Series) bool { return o.System == RiverName && o.Mode == mode })
 			ceil := r.find(func(o *Series) bool {
-				return strings.HasPrefix(o.System, CeilingPrefix) && o.Database == s.Database && o.Mode == mode
+				return IsReferenceCeiling(o.System) && o.Database == s.Database && o.Mode == mode
 			})
 			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s |\n",
 				s.System, s.Mode, s.Median(), s.Min(), s.Max(), len(s.Rates),

@@ -24,14 +24,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dbqueue/dbqueue/bench"
 )
 
 // Options shared by both databases.
 type Options struct {
 	Workers int           // W worker goroutines; default 8
-	Batch   int           // B jobs per claim; default 100
+	Batch   int           // B jobs per claim; default 100 (cmd/compare follows dbqueue's claim size)
 	Poll    time.Duration // sleep after a claim that found nothing; default 5ms
 	Queue   string        // queue name; default "default"
+	// Variant, if set, is appended to the system's name after
+	// bench.CeilingVariantSep, e.g. "100" for "ceiling-pg-b100": a second
+	// ceiling of the same database that the report lists but does not take
+	// ratios against.
+	Variant string
+}
+
+// name is base, or base-b<Variant> for a variant.
+func (o Options) name(base string) string {
+	if o.Variant == "" {
+		return base
+	}
+	return base + bench.CeilingVariantSep + o.Variant
 }
 
 func (o Options) withDefaults() Options {

@@ -72,7 +72,7 @@ func NewMariaDB(ctx context.Context, dsn string, o Options) (*MariaDB, error) {
 	return &MariaDB{o: o, db: db}, nil
 }
 
-func (m *MariaDB) Name() string             { return CeilingMariaDB }
+func (m *MariaDB) Name() string             { return m.o.name(CeilingMariaDB) }
 func (m *MariaDB) Database() bench.Database { return bench.MariaDB }
 
 // Setup creates the database and the table.

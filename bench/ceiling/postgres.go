@@ -72,7 +72,7 @@ func NewPG(ctx context.Context, dsn string, o Options) (*PG, error) {
 	return &PG{o: o, pool: pool}, nil
 }
 
-func (p *PG) Name() string             { return CeilingPG }
+func (p *PG) Name() string             { return p.o.name(CeilingPG) }
 func (p *PG) Database() bench.Database { return bench.Postgres }
 
 // CeilingPG and CeilingMariaDB are the systems' names.

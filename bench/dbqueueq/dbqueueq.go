@@ -92,6 +92,35 @@ type Options struct {
 	Sleep time.Duration
 }
 
+// MaxClaim is the most jobs one claim of dbqueue's worker takes
+// (worker/worker.go: min(want, 1000)).
+const MaxClaim = 1_000
+
+// ClaimSize is how many jobs one full claim of a worker with these options
+// takes: min(MaxClaim, Concurrency+Prefetch), as worker.Worker computes it
+// (capacity Concurrency+Prefetch, each claim capped at 1,000). cmd/compare
+// gives the ceiling loops this batch by default.
+func (o Options) ClaimSize() int {
+	o = o.withDefaults()
+	return min(MaxClaim, o.Concurrency+max(o.Prefetch, 0))
+}
+
+// LibraryClaims is worker.Options.Claims when left 0: claims in flight
+// per worker.
+const LibraryClaims = 2
+
+// ClaimsInFlight is how many claims all workers keep in flight at most:
+// Workers × Claims. cmd/compare runs this many ceiling goroutines, so both
+// sides have as many claim statements in the database at once.
+func (o Options) ClaimsInFlight() int {
+	o = o.withDefaults()
+	c := o.Claims
+	if c <= 0 {
+		c = LibraryClaims
+	}
+	return o.Workers * c
+}
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency

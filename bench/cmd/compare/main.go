@@ -8,6 +8,13 @@
 // then every system's end-to-end (enqueue N in batches from one goroutine
 // while workers drain; time to the last job done). The order of systems
 // rotates from round to round so no system always runs first or last.
+//
+// The ceiling loops claim as many jobs per statement as dbqueue's worker
+// does (min(1000, concurrency+prefetch)) unless -batch says otherwise;
+// -batch-also adds a ceiling of another batch (100) beside each, and as
+// many ceiling goroutines run as dbqueue keeps claims in flight (-workers). With -for
+// (default 4s) each system's measurements are sized from its warm-up rate
+// to take about that long, between -min-jobs and -jobs.
 package main
 
 import (
@@ -19,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +41,7 @@ type config struct {
 	pgDSN, myDSN string
 	sqliteDSN    string
 	ceiling      ceiling.Options
+	ceilingAlso  int // a second ceiling per database with this batch; 0 = none
 	dbqueue      dbqueueq.Options
 	riverFast    bool
 	riverConns   int
@@ -63,6 +72,42 @@ var registry = []struct {
 	}},
 }
 
+// defaultJobs makes one measurement hundreds of full claims (B=1000).
+const defaultJobs = 200_000
+
+// sized is how many jobs take about d at rate jobs/s, rounded up to a
+// multiple of 1,000 and kept within [lo, hi].
+func sized(rate float64, d time.Duration, lo, hi int) int {
+	k := int(rate*d.Seconds()+999) / 1_000 * 1_000
+	return max(min(lo, hi), min(hi, k))
+}
+
+// variant opens the -batch-also ceiling beside the reference ceiling name,
+// or returns nil.
+func variant(ctx context.Context, c *config, name string) bench.System {
+	if c.ceilingAlso <= 0 || c.ceilingAlso == c.ceiling.Batch {
+		return nil
+	}
+	o := c.ceiling
+	o.Batch, o.Variant = c.ceilingAlso, strconv.Itoa(c.ceilingAlso)
+	var (
+		s   bench.System
+		err error
+	)
+	switch name {
+	case ceiling.CeilingPG:
+		s, err = ceiling.NewPG(ctx, c.pgDSN, o)
+	case ceiling.CeilingMariaDB:
+		s, err = ceiling.NewMariaDB(ctx, c.myDSN, o)
+	default:
+		return nil
+	}
+	if err != nil {
+		log.Fatalf("%s: %v", name, err)
+	}
+	return s
+}
+
 func names() []string {
 	var n []string
 	for _, r := range registry {
@@ -74,7 +119,9 @@ func names() []string {
 func main() {
 	var (
 		c        config
-		jobs     = flag.Int("jobs", 20_000, "jobs per measurement")
+		jobs     = flag.Int("jobs", defaultJobs, "jobs per measurement; with -for, the most")
+		forDur   = flag.Duration("for", 4*time.Second, "size each system's measurements to take about this long at its warm-up rate, between -min-jobs and -jobs (0: always -jobs)")
+		minJobs  = flag.Int("min-jobs", 20_000, "with -for: the fewest jobs per measurement")
 		rounds   = flag.Int("rounds", 5, "rounds; each runs every system in both modes")
 		systems  = flag.String("systems", strings.Join(names(), ","), "comma-separated systems to run: "+strings.Join(names(), ", "))
 		modes    = flag.String("modes", "burn-down,end-to-end", "comma-separated modes")
@@ -93,12 +140,22 @@ func main() {
 	flag.IntVar(&c.dbqueue.Claims, "claims", 0, "dbqueue: worker Claims (claims in flight per worker; 0 = the library's default)")
 	flag.IntVar(&c.dbqueue.Workers, "dbq-workers", dbqueueq.DefaultWorkers, "dbqueue: worker.Worker instances, each with its own pool")
 	flag.DurationVar(&c.dbqueue.Sleep, "sleep", dbqueueq.DefaultSleep, "dbqueue: worker Sleep (longest poll interval when idle)")
-	flag.IntVar(&c.ceiling.Workers, "workers", 8, "ceiling: worker goroutines (W)")
-	flag.IntVar(&c.ceiling.Batch, "batch", 100, "ceiling: jobs per claim (B)")
+	flag.IntVar(&c.ceiling.Workers, "workers", 0, "ceiling: worker goroutines (W); 0 = follow dbqueue's claims in flight, dbq-workers × claims (2)")
+	flag.IntVar(&c.ceiling.Batch, "batch", 0, "ceiling: jobs per claim (B); 0 = follow dbqueue's claim size, min(1000, concurrency+prefetch)")
+	flag.IntVar(&c.ceilingAlso, "batch-also", 100, "ceiling: also run ceiling-<db>-b<N> with this batch beside the reference ceiling (0 = none)")
 	flag.DurationVar(&c.ceiling.Poll, "poll", 5*time.Millisecond, "ceiling: sleep after an empty claim")
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
 	flag.Parse()
+	batchNote := "set"
+	if c.ceiling.Batch <= 0 {
+		c.ceiling.Batch = c.dbqueue.ClaimSize()
+		batchNote = "following dbqueue's claim"
+	}
+	if c.ceiling.Workers <= 0 {
+		c.ceiling.Workers = c.dbqueue.ClaimsInFlight()
+		batchNote += ", W following dbqueue's claims in flight"
+	}
 	stopProfile, err := bench.CPUProfile(*cpuProf)
 	if err != nil {
 		log.Fatal(err)
@@ -140,6 +197,13 @@ func main() {
 			log.Fatalf("%s: setup: %v", r.name, err)
 		}
 		syss = append(syss, s)
+		if v := variant(ctx, &c, r.name); v != nil {
+			defer v.Close()
+			if err := v.Setup(ctx); err != nil {
+				log.Fatalf("%s: setup: %v", v.Name(), err)
+			}
+			syss = append(syss, v)
+		}
 	}
 
 	measure := func(s bench.System, mode bench.Mode, n int) (float64, error) {
@@ -154,10 +218,22 @@ func main() {
 
 	began := time.Now()
 	loadBefore := bench.LoadAvg()
-	if *warmup {
+	// n is each system's jobs per measurement.
+	n := make(map[string]int)
+	for _, s := range syss {
+		n[s.Name()] = *jobs
+	}
+	if *warmup || *forDur > 0 {
 		for _, s := range syss {
-			if _, err := measure(s, bench.ModeBurnDown, min(*jobs, 5_000)); err != nil {
+			rate, err := measure(s, bench.ModeBurnDown, min(*jobs, 5_000))
+			if err != nil {
 				log.Fatalf("warm-up: %v", err)
+			}
+			if *forDur > 0 {
+				n[s.Name()] = sized(rate, *forDur, *minJobs, *jobs)
+			}
+			if *verbose {
+				fmt.Fprintf(os.Stderr, "warm-up %-22s %8.0f jobs/s -> %d jobs per measurement\n", s.Name(), rate, n[s.Name()])
 			}
 		}
 	}
@@ -167,7 +243,7 @@ func main() {
 		for _, mode := range modeList {
 			for i := range syss {
 				s := syss[(i+round)%len(syss)]
-				rate, err := measure(s, mode, *jobs)
+				rate, err := measure(s, mode, n[s.Name()])
 				if err != nil {
 					log.Fatalf("round %d: %v", round+1, err)
 				}
@@ -179,8 +255,16 @@ func main() {
 		}
 	}
 
-	fmt.Printf("\n%d jobs per measurement, %d rounds, ceiling W=%d B=%d, dbqueue workers=%d concurrency=%d prefetch=%d sleep=%s, end-to-end enqueue batch %d, took %s, load average %s -> %s\n\n",
-		*jobs, *rounds, c.ceiling.Workers, c.ceiling.Batch, c.dbqueue.Workers, c.dbqueue.Concurrency, c.dbqueue.Prefetch, c.dbqueue.Sleep,
+	also := ""
+	if c.ceilingAlso > 0 && c.ceilingAlso != c.ceiling.Batch {
+		also = fmt.Sprintf(" (-b%d: B=%d)", c.ceilingAlso, c.ceilingAlso)
+	}
+	var sizes []string
+	for _, s := range syss {
+		sizes = append(sizes, fmt.Sprintf("%s %d", s.Name(), n[s.Name()]))
+	}
+	fmt.Printf("\njobs per measurement: %s; %d rounds, ceiling W=%d B=%d %s%s, dbqueue workers=%d concurrency=%d prefetch=%d sleep=%s, end-to-end enqueue batch %d, took %s, load average %s -> %s\n\n",
+		strings.Join(sizes, ", "), *rounds, c.ceiling.Workers, c.ceiling.Batch, batchNote, also, c.dbqueue.Workers, c.dbqueue.Concurrency, c.dbqueue.Prefetch, c.dbqueue.Sleep,
 		*batch, time.Since(began).Round(time.Second), loadBefore, bench.LoadAvg())
 	res.WriteMarkdown(os.Stdout)
 	if *outRates {
