@@ -24,6 +24,10 @@ type notifier struct {
 	channel  string
 	last     sync.Map // queue name → *atomic.Int64, unix nanos of the last notify
 
+	// bus is shared with the other queues of this process on the same
+	// database (localwake.go); set once, before the queue is used.
+	bus *localBus
+
 	mu     sync.Mutex
 	subs   map[*subscription]struct{}
 	cancel context.CancelFunc
@@ -66,10 +70,12 @@ func (n *notifier) shouldNotify(rows []dialect.PushRow) bool {
 }
 
 // pushed wakes this process's own subscribers of the queues of due rows
-// that a committed push wrote, where no LISTEN connection brings the
-// database's notification (MySQL, SQLite, PostgreSQL through database/sql):
-// a worker embedded beside the pusher starts the job at once instead of
-// after its poll interval. It costs a lock and a channel send per push.
+// that a committed push wrote — on this Queue and on every other Queue of
+// the process on the same database and jobs table — where no LISTEN
+// connection brings the database's notification (MySQL, SQLite, PostgreSQL
+// through database/sql): a worker embedded beside the pusher starts the job
+// at once instead of after its poll interval. It costs a lock and a channel
+// send per push and subscriber.
 func (n *notifier) pushed(rows []dialect.PushRow) {
 	if n.listener != nil {
 		return // the notification comes back through LISTEN
@@ -77,7 +83,7 @@ func (n *notifier) pushed(rows []dialect.PushRow) {
 	var last string
 	for _, r := range rows {
 		if r.Due() && r.Queue != last {
-			n.broadcast(r.Queue)
+			n.wakeLocal(r.Queue)
 			last = r.Queue
 		}
 	}
@@ -133,6 +139,7 @@ func (n *notifier) unsubscribe(s *subscription) {
 }
 
 func (n *notifier) close() {
+	n.leave()
 	n.mu.Lock()
 	cancel, done := n.cancel, n.done
 	n.cancel, n.done = nil, nil

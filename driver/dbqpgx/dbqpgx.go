@@ -180,6 +180,9 @@ func (p *poolDB) Close() error {
 // CanCopy marks the pool's transactions as able to COPY.
 func (p *poolDB) CanCopy() {}
 
+// Identity is the pool behind p, so queues on one pool share wake-ups.
+func (p *poolDB) Identity() any { return p.pool }
+
 // Listen holds one pool connection with LISTEN until ctx ends or the
 // connection fails. A LISTENing connection must not go back to the pool,
 // so it is taken out of it.
