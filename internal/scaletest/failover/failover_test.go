@@ -204,6 +204,10 @@ func (f *failover) run() {
 	f.await("1000 acknowledged pushes after the promotion", 30*time.Second, func() bool {
 		return f.acked(f.promotedAt) >= 1000
 	})
+	// The pgx-pool worker listens for pushes again, on the new primary.
+	f.await("a LISTEN session on the new primary", 15*time.Second, func() bool {
+		return f.count("SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'") > 0
+	})
 	stopPush()
 	pushersDone.Wait()
 
