@@ -157,11 +157,18 @@ func (n *notifier) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := n.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		_ = err // the workers' polling covers the gap
+		// A listen that held for a while was a working connection lost
+		// (a restart, a failover): start the backoff over, or a process
+		// that had a few blips in its life waits 10s to listen again.
+		if time.Since(began) > 10*time.Second {
+			wait = 100 * time.Millisecond
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
