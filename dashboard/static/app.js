@@ -81,6 +81,15 @@ document.addEventListener("submit", function (e) {
     return String(Math.round(v * 10) / 10);
   }
 
+  // nice rounds a chart's top up to a round number, so the axis reads well.
+  function nice(v) {
+    if (!(v > 0)) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var steps = [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * p >= v) return steps[i] * p;
+    return 10 * p;
+  }
+
   // chart draws series of history points as lines, broken at gaps.
   function chart(svg, legend, points, series) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -107,7 +116,7 @@ document.addEventListener("submit", function (e) {
     usable.forEach(function (p) {
       series.forEach(function (s) { if (p[s.key] > top) top = p[s.key]; });
     });
-    top = top <= 0 ? 1 : top * 1.1;
+    top = nice(top * 1.05);
     function x(t) { return L + (W - L - R) * (t - t0) / Math.max(t1 - t0, 1); }
     function y(v) { return T + (H - T - B) * (1 - v / top); }
     [0, 0.5, 1].forEach(function (f) {
