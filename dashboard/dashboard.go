@@ -81,9 +81,11 @@ type Options struct {
 	Authorize func(r *http.Request) error
 
 	// Queues are shown even while they hold no jobs. The dashboard lists
-	// the queues that hold jobs, the queue's default queue, and every
-	// queue it has seen since it started; name here a queue that may be
-	// paused while empty, so that it can be resumed.
+	// the queue's default queue, the queues that hold jobs or failed jobs,
+	// those it saw paused, and those that held jobs within the history
+	// (so a queue does not vanish the moment it drains). Name here a
+	// queue that may be paused by another process while empty, so that it
+	// can be resumed from the dashboard.
 	Queues []string
 
 	// Interval is how often an open page refreshes its counts, and the

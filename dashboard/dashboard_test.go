@@ -660,3 +660,40 @@ func deref(p *float64) any {
 	}
 	return *p
 }
+
+// TestDrainedQueueLeaves: a queue that empties stays listed while the
+// history lasts, then goes; named and paused queues stay.
+func TestDrainedQueueLeaves(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	q := db.Queue(t)
+	// The history spans 2 × 100ms.
+	s := serve(t, q, dashboard.Options{Interval: 100 * time.Millisecond, History: 2, Queues: []string{"named"}})
+	push(t, q, dbqueue.NewJob{Name: "a", Queue: "temp"})
+	push(t, q, dbqueue.NewJob{Name: "a", Queue: "held"})
+	if st := s.stats(); st.queue("temp").Pending != 1 || st.queue("held").Pending != 1 {
+		t.Fatalf("temp or held missing: %+v", st.Queues)
+	}
+	// held is paused, as from the dashboard, then both drain.
+	if err := q.Pause(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"temp", "held"} {
+		if _, err := q.Clear(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(110 * time.Millisecond) // the next sample
+	if st := s.stats(); st.queue("temp").Name != "temp" {
+		t.Errorf("temp left at once when drained: %+v", st.Queues)
+	}
+	time.Sleep(250 * time.Millisecond) // past the history
+	st := s.stats()
+	if st.queue("temp").Name == "temp" {
+		t.Errorf("temp still listed after the history: %+v", st.Queues)
+	}
+	for _, name := range []string{"named", "held", "default"} {
+		if st.queue(name).Name != name {
+			t.Errorf("%s not listed: %+v", name, st.Queues)
+		}
+	}
+}

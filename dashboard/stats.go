@@ -4,13 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
 // QueueStats is one queue's row of the counts: what the queues page shows
@@ -63,27 +64,35 @@ type sample struct {
 // the last few in a ring.
 type sampler struct {
 	q        *dbqueue.Queue
-	db       core.Queue
+	db       sqldb.DB
 	jobs     string // qualified table names
 	failed   string
 	interval time.Duration
+	named    map[string]bool // always listed: Options.Queues and the default queue
 
-	mu    sync.Mutex
+	// lock is held while sampling: a channel, so that a request whose
+	// context ends stops waiting for a slow database.
+	lock  chan struct{}
 	ring  []sample // oldest first, at most size
 	size  int
-	seen  map[string]bool // every queue name seen, and Options.Queues
-	stale bool            // an action changed the tables: sample again
+	stale bool // an action changed the tables: sample again
+	// seen holds the queues listed besides the named ones, with when each
+	// last held jobs or failed jobs or was paused. A drained queue stays
+	// listed as long as the history lasts, then goes, so queues with
+	// generated names do not pile up.
+	seen map[string]time.Time
 }
 
 func newSampler(q *dbqueue.Queue, size int, interval time.Duration, named []string) *sampler {
 	t := q.Tables()
 	tables := dialect.Tables{Jobs: t.Jobs, Failed: t.Failed, Schema: t.Schema}
 	s := &sampler{
-		q: q, db: *core.Of(q), jobs: tables.JobsTable(), failed: tables.FailedTable(),
-		interval: interval, size: size, seen: map[string]bool{q.DefaultQueue(): true},
+		q: q, db: core.Of(q).DB, jobs: tables.JobsTable(), failed: tables.FailedTable(),
+		interval: interval, size: size, named: map[string]bool{q.DefaultQueue(): true},
+		lock: make(chan struct{}, 1), seen: map[string]time.Time{},
 	}
 	for _, n := range named {
-		s.seen[n] = true
+		s.named[n] = true
 	}
 	return s
 }
@@ -91,9 +100,9 @@ func newSampler(q *dbqueue.Queue, size int, interval time.Duration, named []stri
 // invalidate makes the next request take a fresh sample, so that a page
 // shown after an action shows its effect.
 func (s *sampler) invalidate() {
-	s.mu.Lock()
+	s.lock <- struct{}{}
 	s.stale = true
-	s.mu.Unlock()
+	<-s.lock
 }
 
 // latest returns a sample no older than the interval (with a tenth of
@@ -101,8 +110,12 @@ func (s *sampler) invalidate() {
 // history. Concurrent callers wait for one sample rather than each
 // querying the database.
 func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.lock <- struct{}{}:
+		defer func() { <-s.lock }()
+	case <-ctx.Done():
+		return sample{}, nil, fmt.Errorf("dbqueue: dashboard: wait for the sample another request takes: %w", ctx.Err())
+	}
 	if n := len(s.ring); n > 0 && !s.stale && time.Since(s.ring[n-1].at) < s.interval*9/10 {
 		return s.ring[n-1], s.history(), nil
 	}
@@ -164,13 +177,21 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 	if err != nil {
 		return cur, err
 	}
+	list := map[string]bool{}
+	for n := range s.named {
+		list[n] = true
+	}
+	for n := range s.seen {
+		list[n] = true
+	}
 	for _, n := range names {
-		s.seen[n] = true
+		list[n] = true
 	}
 	for n := range failedBy {
-		s.seen[n] = true
+		list[n] = true
 	}
-	for _, name := range slices.Sorted(mapKeys(s.seen)) {
+	keep := now.Add(-s.interval * time.Duration(s.size))
+	for _, name := range slices.Sorted(maps.Keys(list)) {
 		size, err := s.q.Size(ctx, name)
 		if err != nil {
 			return cur, err
@@ -182,6 +203,14 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 		st := QueueStats{
 			Name: name, Pending: size.Pending, Delayed: size.Delayed, Reserved: size.Reserved,
 			Failed: failedBy[name], OldestPending: size.OldestPending.Seconds(), Paused: paused,
+		}
+		switch {
+		case s.named[name]:
+		case st.Pending+st.Delayed+st.Reserved+st.Failed > 0 || st.Paused:
+			s.seen[name] = now
+		case s.seen[name].Before(keep): // includes never seen: listed by Queues a moment ago
+			delete(s.seen, name)
+			continue
 		}
 		cur.queues = append(cur.queues, st)
 		cur.point.Pending += st.Pending
@@ -200,20 +229,10 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 	return cur, nil
 }
 
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // failedPerQueue counts failed_jobs by queue. It reads the whole table:
 // prune old failures (failed.Store.Prune) to keep it quick.
 func (s *sampler) failedPerQueue(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.DB.Query(ctx, "SELECT queue, COUNT(*) FROM "+s.failed+" GROUP BY queue")
+	rows, err := s.db.Query(ctx, "SELECT queue, COUNT(*) FROM "+s.failed+" GROUP BY queue")
 	if err != nil {
 		return nil, fmt.Errorf("dbqueue: dashboard: count failed jobs: %w", err)
 	}
@@ -236,7 +255,7 @@ func (s *sampler) failedPerQueue(ctx context.Context) (map[string]int64, error) 
 // maxID reads a table's highest id: one step down the primary key.
 func (s *sampler) maxID(ctx context.Context, table string) (int64, error) {
 	var id sql.NullInt64
-	if err := s.db.DB.QueryRow(ctx, "SELECT MAX(id) FROM "+table).Scan(&id); err != nil {
+	if err := s.db.QueryRow(ctx, "SELECT MAX(id) FROM "+table).Scan(&id); err != nil {
 		return 0, fmt.Errorf("dbqueue: dashboard: read the highest id of %s: %w", table, err)
 	}
 	return id.Int64, nil
