@@ -666,8 +666,8 @@ func deref(p *float64) any {
 func TestDrainedQueueLeaves(t *testing.T) {
 	db := dbtest.New(t, dbqueue.SQLite)
 	q := db.Queue(t)
-	// The history spans 2 × 100ms.
-	s := serve(t, q, dashboard.Options{Interval: 100 * time.Millisecond, History: 2, Queues: []string{"named"}})
+	// The history spans 10 × 100ms.
+	s := serve(t, q, dashboard.Options{Interval: 100 * time.Millisecond, History: 10, Queues: []string{"named"}})
 	push(t, q, dbqueue.NewJob{Name: "a", Queue: "temp"})
 	push(t, q, dbqueue.NewJob{Name: "a", Queue: "held"})
 	if st := s.stats(); st.queue("temp").Pending != 1 || st.queue("held").Pending != 1 {
@@ -686,7 +686,7 @@ func TestDrainedQueueLeaves(t *testing.T) {
 	if st := s.stats(); st.queue("temp").Name != "temp" {
 		t.Errorf("temp left at once when drained: %+v", st.Queues)
 	}
-	time.Sleep(250 * time.Millisecond) // past the history
+	time.Sleep(1100 * time.Millisecond) // past the history
 	st := s.stats()
 	if st.queue("temp").Name == "temp" {
 		t.Errorf("temp still listed after the history: %+v", st.Queues)
