@@ -181,35 +181,45 @@ func New(opts Options) (*Instrumentation, error) {
 // jobKey is what the per-job attributes depend on.
 type jobKey struct{ queue, name string }
 
-// attrCache keeps each (queue, name)'s attribute option, so recording a
-// job allocates nothing once its kind has been seen. It stops growing at
+// kindOpts are one (queue, name)'s attributes, as the option lists the
+// instruments take, made once so recording a job allocates nothing.
+type kindOpts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+// attrCache keeps each (queue, name)'s kindOpts. It stops growing at
 // maxCachedKinds (a producer inventing names must not grow it without
 // end): past that, options are built per call.
 type attrCache struct {
-	m  sync.Map // jobKey → metric.MeasurementOption
-	mu sync.Mutex
-	n  int
+	mu sync.RWMutex
+	m  map[jobKey]*kindOpts
 }
 
 const maxCachedKinds = 4096
 
-func (c *attrCache) get(queue, name string) metric.MeasurementOption {
+func (c *attrCache) get(queue, name string) *kindOpts {
 	k := jobKey{queue, name}
-	if v, ok := c.m.Load(k); ok {
-		return v.(metric.MeasurementOption)
+	c.mu.RLock()
+	o, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return o
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(AttrQueue.String(queue), AttrJobName.String(name)))
+	o = &kindOpts{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n < maxCachedKinds {
-		if _, loaded := c.m.LoadOrStore(k, opt); !loaded {
-			c.n++
-		}
+	if c.m == nil {
+		c.m = make(map[jobKey]*kindOpts)
 	}
-	return opt
+	if len(c.m) < maxCachedKinds {
+		c.m[k] = o
+	}
+	return o
 }
 
-func (i *Instrumentation) jobAttrs(job *dbqueue.Job) metric.MeasurementOption {
+func (i *Instrumentation) jobAttrs(job *dbqueue.Job) *kindOpts {
 	return i.attrs.get(job.Queue, job.Name())
 }
 

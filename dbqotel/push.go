@@ -35,8 +35,15 @@ func (i *Instrumentation) PushMiddleware() dbqueue.PushMiddleware {
 			i.prop.Inject(ctx, carrier)
 			if len(carrier) > 0 {
 				for j := range jobs {
-					// A fresh map per job, as NewJob.SetHeader makes: the
-					// caller's map is often shared and never written.
+					if len(jobs[j].Headers) == 0 {
+						// One map shared by the jobs with no headers of
+						// their own: headers are set with SetHeader,
+						// which copies, so no job's change reaches another.
+						jobs[j].Headers = carrier
+						continue
+					}
+					// A fresh map, as NewJob.SetHeader makes: the caller's
+					// map is often shared and never written.
 					h := make(map[string]string, len(jobs[j].Headers)+len(carrier))
 					maps.Copy(h, jobs[j].Headers)
 					maps.Copy(h, carrier)
@@ -76,14 +83,14 @@ func (i *Instrumentation) countPushed(ctx context.Context, jobs []dbqueue.NewJob
 			k.queue = i.opts.DefaultQueue
 		}
 		if k != run && n > 0 {
-			i.pushed.Add(ctx, n, i.attrs.get(run.queue, run.name))
+			i.pushed.Add(ctx, n, i.attrs.get(run.queue, run.name).add...)
 			n = 0
 		}
 		run = k
 		n++
 	}
 	if n > 0 {
-		i.pushed.Add(ctx, n, i.attrs.get(run.queue, run.name))
+		i.pushed.Add(ctx, n, i.attrs.get(run.queue, run.name).add...)
 	}
 }
 

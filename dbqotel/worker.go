@@ -42,14 +42,14 @@ func (i *Instrumentation) WorkerOptions(o worker.Options) worker.Options {
 func (i *Instrumentation) middleware(next worker.HandlerFunc) worker.HandlerFunc {
 	return func(ctx context.Context, job *dbqueue.Job) error {
 		attrs := i.jobAttrs(job)
-		i.wait.Record(ctx, since(job.AvailableAt), attrs)
+		i.wait.Record(ctx, since(job.AvailableAt), attrs.record...)
 		var span trace.Span
 		if i.tracing {
 			ctx, span = i.startRun(ctx, job)
 		}
 		begun := time.Now()
 		err := next(ctx, job)
-		i.duration.Record(ctx, time.Since(begun).Seconds(), attrs)
+		i.duration.Record(ctx, time.Since(begun).Seconds(), attrs.record...)
 		if span != nil {
 			if err != nil {
 				// ReleaseAfter, FailNow and Discard are errors too: the
@@ -75,9 +75,11 @@ func (i *Instrumentation) startRun(ctx context.Context, job *dbqueue.Job) (conte
 		trace.WithAttributes(MessagingSystem, AttrQueue.String(job.Queue), AttrJobName.String(job.Name()),
 			AttrJobID.Int64(job.ID), AttrJobAttempt.Int(job.Attempts)),
 	}
-	// Drop the worker's span before extracting, so it is the parent only
-	// of nothing; the context's other values (baggage too) stay.
-	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	// Drop the worker's span, if any, before extracting, so it is the
+	// parent of no job; the context's other values (baggage too) stay.
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	}
 	ctx = i.prop.Extract(ctx, propagation.MapCarrier(job.Payload.Headers))
 	return i.tracer.Start(ctx, "process "+job.Name(), opts...)
 }
@@ -86,31 +88,31 @@ func (i *Instrumentation) startRun(ctx context.Context, job *dbqueue.Job) (conte
 func (i *Instrumentation) events(next worker.Events) worker.Events {
 	ev := next
 	ev.JobProcessed = func(ctx context.Context, job *dbqueue.Job, took time.Duration) {
-		i.processed.Add(ctx, 1, i.jobAttrs(job))
+		i.processed.Add(ctx, 1, i.jobAttrs(job).add...)
 		if next.JobProcessed != nil {
 			next.JobProcessed(ctx, job, took)
 		}
 	}
 	ev.JobFailed = func(ctx context.Context, job *dbqueue.Job, err error) {
-		i.failed.Add(ctx, 1, i.jobAttrs(job))
+		i.failed.Add(ctx, 1, i.jobAttrs(job).add...)
 		if next.JobFailed != nil {
 			next.JobFailed(ctx, job, err)
 		}
 	}
 	ev.JobReleased = func(ctx context.Context, job *dbqueue.Job, delay time.Duration) {
-		i.released.Add(ctx, 1, i.jobAttrs(job))
+		i.released.Add(ctx, 1, i.jobAttrs(job).add...)
 		if next.JobReleased != nil {
 			next.JobReleased(ctx, job, delay)
 		}
 	}
 	ev.JobReleasedAfterException = func(ctx context.Context, job *dbqueue.Job, delay time.Duration) {
-		i.released.Add(ctx, 1, i.jobAttrs(job))
+		i.released.Add(ctx, 1, i.jobAttrs(job).add...)
 		if next.JobReleasedAfterException != nil {
 			next.JobReleasedAfterException(ctx, job, delay)
 		}
 	}
 	ev.JobGivenBack = func(ctx context.Context, job *dbqueue.Job) {
-		i.givenBack.Add(ctx, 1, i.jobAttrs(job))
+		i.givenBack.Add(ctx, 1, i.jobAttrs(job).add...)
 		switch {
 		case next.JobGivenBack != nil:
 			next.JobGivenBack(ctx, job)
