@@ -21,9 +21,19 @@ type Events struct {
 	// JobReleasedAfterException: after an error, the job will run again
 	// after delay.
 	JobReleasedAfterException func(ctx context.Context, job *dbqueue.Job, delay time.Duration)
-	// JobReleased: the handler asked for a release (ReleaseAfter), or the
-	// worker stopped before the job could finish.
+	// JobReleased: the handler asked for a release (ReleaseAfter), no
+	// handler for the job's name is registered here (UnknownKindBackoff),
+	// or — only while JobGivenBack is nil — the job was given back, with a
+	// zero delay.
 	JobReleased func(ctx context.Context, job *dbqueue.Job, delay time.Duration)
+	// JobGivenBack: the job went back to the queue at once without its
+	// attempt counting, because the worker stopped before it started or
+	// while it ran, or its reservation had run too short to start it. It
+	// is not the job's doing, so metrics and alerts count it apart from
+	// releases: when this hook is set, a given-back job is reported here
+	// and not to JobReleased (which earlier versions called with a zero
+	// delay, as they still do when this hook is nil).
+	JobGivenBack func(ctx context.Context, job *dbqueue.Job)
 	// JobFailed: the job was moved to failed_jobs.
 	JobFailed func(ctx context.Context, job *dbqueue.Job, err error)
 	// JobTimedOut: the job ran past its timeout.

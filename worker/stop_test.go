@@ -227,3 +227,46 @@ func TestWedgedWorkerReturns(t *testing.T) {
 		t.Fatalf("Run with every goroutine stuck: %v, want ErrWedged", err)
 	}
 }
+
+// A job given back by a stop is reported to JobGivenBack, and not to
+// JobReleased, when that hook is set; without it, JobReleased hears it
+// with a zero delay, as before the hook existed.
+func TestJobGivenBackHook(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		for _, withHook := range []bool{true, false} {
+			q := db.Queue(t)
+			var givenBack, released atomic.Int64
+			var delay atomic.Int64
+			ev := worker.Events{JobReleased: func(_ context.Context, _ *dbqueue.Job, d time.Duration) {
+				released.Add(1)
+				delay.Store(int64(d))
+			}}
+			if withHook {
+				ev.JobGivenBack = func(context.Context, *dbqueue.Job) { givenBack.Add(1) }
+			}
+			w, _ := newWorker(t, q, worker.Options{Concurrency: 1, GracePeriod: 50 * time.Millisecond, Events: ev})
+			started := make(chan struct{})
+			w.Handle("wait", func(ctx context.Context, job *dbqueue.Job) error {
+				close(started)
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			pushN(t, q, 1, dbqueue.NewJob{Name: "wait"})
+			ctx, cancel := context.WithCancel(bg)
+			go func() { <-started; cancel() }()
+			if err := runReturns(t, ctx, w, 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := q.Size(bg, ""); s.Pending != 1 {
+				t.Fatalf("hook set %v: sizes %+v, want the job pending again", withHook, s)
+			}
+			switch {
+			case withHook && (givenBack.Load() != 1 || released.Load() != 0):
+				t.Errorf("with JobGivenBack: given back %d, released %d; want 1 and 0", givenBack.Load(), released.Load())
+			case !withHook && (released.Load() != 1 || delay.Load() != 0):
+				t.Errorf("without JobGivenBack: released %d with delay %v; want once with 0", released.Load(), time.Duration(delay.Load()))
+			}
+			q.Clear(bg, "")
+		}
+	})
+}

@@ -533,8 +533,12 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 	// back after retry_after.
 	err := r.persist(r.jobCtx, job, func() error { return r.w.ext.Unreserve(ctx, job) })
 	r.logJob(job, 0, "given back", err, "why", why)
-	if fn := r.w.opts.Events.JobReleased; fn != nil && err == nil {
-		fn(ctx, job, 0)
+	switch ev := r.w.opts.Events; {
+	case err != nil:
+	case ev.JobGivenBack != nil:
+		ev.JobGivenBack(ctx, job)
+	case ev.JobReleased != nil:
+		ev.JobReleased(ctx, job, 0)
 	}
 }
 

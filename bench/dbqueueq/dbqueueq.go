@@ -90,6 +90,11 @@ type Options struct {
 	// Sleep is worker.Options.Sleep: the longest wait between polls of an
 	// empty queue.
 	Sleep time.Duration
+	// OTel runs the system with OpenTelemetry on (package dbqotel), as an
+	// application that traces and meters it would: an SDK that samples
+	// every span and exports nowhere (see otelSDK). The system's name
+	// gets OTelSuffix.
+	OTel bool
 }
 
 // MaxClaim is the most jobs one claim of dbqueue's worker takes
@@ -151,6 +156,7 @@ type System struct {
 	queues  []*dbqueue.Queue // one per worker
 	jobs    []dbqueue.NewJob // a batch of no-op jobs
 	handler worker.HandlerFunc
+	otel    *otelSDK // with Options.OTel
 }
 
 var _ bench.System = (*System)(nil)
@@ -231,6 +237,13 @@ func execOnce(ctx context.Context, driver, dsn, stmt string) error {
 // open makes the schema or database and the admin connection; the queues
 // are opened by Setup, after the migrations (Open checks the tables).
 func (s *System) open(ctx context.Context) error {
+	if s.o.OTel {
+		s.name += OTelSuffix
+		var err error
+		if s.otel, err = newOTelSDK(); err != nil {
+			return err
+		}
+	}
 	if err := s.prepare(ctx); err != nil {
 		return fmt.Errorf("%s: create %s: %w", s.name, Schema, err)
 	}
@@ -290,12 +303,21 @@ func (s *System) Setup(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if s.push == nil {
+		var opts []dbqueue.Option
+		if s.otel != nil {
+			opts = append(opts, dbqueue.WithPushMiddleware(s.otel.inst.PushMiddleware()))
+		}
 		var err error
-		if s.push, err = dbqueue.Open(ctx, s.dsn); err != nil {
+		if s.push, err = dbqueue.Open(ctx, s.dsn, opts...); err != nil {
 			return err
 		}
+		if s.otel != nil {
+			if err := s.otel.observe(s.push); err != nil {
+				return err
+			}
+		}
 		for range s.o.Workers {
-			q, err := dbqueue.Open(ctx, s.dsn)
+			q, err := dbqueue.Open(ctx, s.dsn, opts...)
 			if err != nil {
 				return err
 			}
@@ -362,7 +384,7 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 	}
 	logger := slog.New(r.errs)
 	for i, q := range s.queues {
-		w, err := worker.New(q, worker.Options{
+		o := worker.Options{
 			Concurrency: s.o.Concurrency,
 			Prefetch:    s.o.Prefetch,
 			Claims:      s.o.Claims,
@@ -382,7 +404,11 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 					r.errs.add(fmt.Sprintf("job %d released after an error", job.ID))
 				},
 			},
-		})
+		}
+		if s.otel != nil {
+			o = s.otel.inst.WorkerOptions(o)
+		}
+		w, err := worker.New(q, o)
 		if err != nil {
 			cancel()
 			r.wg.Wait()
@@ -433,6 +459,9 @@ func (r *Run) Wait(ctx context.Context) (time.Time, error) {
 // Close closes the queues and the admin connection.
 func (s *System) Close() error {
 	var errs []error
+	if s.otel != nil {
+		errs = append(errs, s.otel.shutdown()) // before the queue its gauges read
+	}
 	for _, q := range append(s.queues, s.push) {
 		if q != nil {
 			errs = append(errs, q.Close())

@@ -45,6 +45,7 @@ type config struct {
 	dbqueue      dbqueueq.Options
 	riverFast    bool
 	riverConns   int
+	otel         bool // also run each dbqueue system with OpenTelemetry on
 }
 
 // registry lists the systems -systems can name, in report order.
@@ -146,6 +147,7 @@ func main() {
 	flag.DurationVar(&c.ceiling.Poll, "poll", 5*time.Millisecond, "ceiling: sleep after an empty claim")
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
+	flag.BoolVar(&c.otel, "otel", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-otel, with OpenTelemetry metrics and traces on (an SDK exporting nowhere), beside it in every round")
 	flag.Parse()
 	batchNote := "set"
 	if c.ceiling.Batch <= 0 {
@@ -197,6 +199,19 @@ func main() {
 			log.Fatalf("%s: setup: %v", r.name, err)
 		}
 		syss = append(syss, s)
+		if c.otel && strings.HasPrefix(r.name, "dbqueue-") {
+			o := c
+			o.dbqueue.OTel = true
+			v, err := r.open(ctx, &o)
+			if err != nil {
+				log.Fatalf("%s%s: %v", r.name, dbqueueq.OTelSuffix, err)
+			}
+			defer v.Close()
+			if err := v.Setup(ctx); err != nil {
+				log.Fatalf("%s: setup: %v", v.Name(), err)
+			}
+			syss = append(syss, v)
+		}
 		if v := variant(ctx, &c, r.name); v != nil {
 			defer v.Close()
 			if err := v.Setup(ctx); err != nil {

@@ -81,6 +81,7 @@ func main() {
 	flag.IntVar(&c.worker.Prefetch, "prefetch", dbqueueq.DefaultPrefetch, "worker Prefetch (a claim takes up to concurrency+prefetch jobs); negative: none")
 	flag.IntVar(&c.worker.Workers, "workers", dbqueueq.DefaultWorkers, "worker.Worker instances, each on its own pool")
 	flag.DurationVar(&c.worker.Sleep, "sleep", dbqueueq.DefaultSleep, "worker Sleep: longest poll interval of an idle worker")
+	flag.BoolVar(&c.worker.OTel, "otel", false, "run with OpenTelemetry metrics and traces on (package dbqotel; an SDK sampling every span and exporting nowhere)")
 	flag.Parse()
 	log.SetFlags(0)
 	if c.single <= 0 {
