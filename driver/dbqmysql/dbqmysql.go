@@ -57,7 +57,19 @@ func classify(err error) sqldb.Class {
 	}
 	switch my.Number {
 	case 1213, 1205: // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+		// On Galera, 1213 is also a certification failure (a transaction on
+		// another node wrote the same rows first; row locks are local to a
+		// node) and a brute-force abort (a replicated write set needed a
+		// row this transaction had locked). Either rolled the transaction
+		// back, so it is safe to run again.
 		return sqldb.Retryable
+	case 1047: // ER_UNKNOWN_COM_ERROR
+		// Galera's "WSREP has not yet prepared node for application use":
+		// the node is joining, or has lost the cluster's primary component
+		// for a moment. Any other 1047 is a real unknown command.
+		if strings.Contains(my.Message, "WSREP") {
+			return sqldb.Retryable
+		}
 	case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
 		return sqldb.Missing
 	}

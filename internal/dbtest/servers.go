@@ -35,6 +35,7 @@ type Server struct {
 	port    int
 	mariadb *osexec.Cmd   // the running mariadbd, nil for PostgreSQL
 	exited  chan struct{} // closed when mariadb has exited
+	args    []string      // more mariadbd options (a Galera node's: galera.go)
 }
 
 // The server binaries a private server needs; variables so a machine with
@@ -170,6 +171,7 @@ func (s *Server) start() {
 		if os.Geteuid() == 0 {
 			args = append(args, "--user=root")
 		}
+		args = append(args, s.args...)
 		cmd := osexec.Command(MariaDBD, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

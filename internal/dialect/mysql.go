@@ -127,7 +127,13 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 		}
 		return nil
 	})
-	return rows, err
+	if err != nil {
+		// The rows were marked in a transaction that did not commit (on
+		// Galera, a claim on another node may have won them at commit):
+		// none of them is this claim's.
+		return nil, err
+	}
+	return rows, nil
 }
 
 // lockHeld finds which reservations are still held, locking their rows:
