@@ -216,10 +216,15 @@ func (b *PgBouncer) ServerConns(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// DirectAppName is the application_name of NewDatabase's DSN, so that a
+// test counting the server connections PgBouncer opens can leave out the
+// direct ones.
+const DirectAppName = "dbqtest_direct"
+
 // NewDatabase creates a fresh, migrated PostgreSQL database (not a schema:
 // PgBouncer in transaction pooling cannot carry a per-client search_path)
 // on the test server, and drops it when the test ends. Its DSN is direct,
-// naming the database.
+// naming the database, with application_name DirectAppName.
 func NewDatabase(t testing.TB) *DB {
 	t.Helper()
 	base := server(t, dbqueue.Postgres)
@@ -229,7 +234,7 @@ func NewDatabase(t testing.TB) *DB {
 		admin.Close()
 		t.Fatalf("create database %s: %v", name, err)
 	}
-	dsn := withDatabase(t, base, name)
+	dsn := withQuery(withDatabase(t, base, name), "application_name", DirectAppName)
 	db := mustOpen(t, "pgx", dsn)
 	t.Cleanup(func() {
 		db.Close()
