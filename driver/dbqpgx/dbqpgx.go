@@ -11,6 +11,12 @@
 // or hand dbqueue the pool you have:
 //
 //	q, err := dbqueue.New(ctx, dbqpgx.New(pool))
+//
+// Behind PgBouncer in transaction pooling mode, add
+// default_query_exec_mode=exec to the DSN (pgx's default statement cache
+// needs a session of its own) and LISTEN on a direct connection with
+// dbqueue.WithListenDSN, or not at all with dbqueue.WithoutListen; see the
+// README's PgBouncer section.
 package dbqpgx
 
 import (
