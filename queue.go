@@ -254,7 +254,7 @@ func (q *Queue) listener() (sqldb.Listener, error) {
 		}
 		l, err := sqldb.ListenerFor(string(q.dialect), q.listenDSN)
 		if err != nil {
-			return nil, fmt.Errorf("WithListenDSN: %w", err)
+			return nil, fmt.Errorf("dbqueue: WithListenDSN: %w", err)
 		}
 		return l, nil
 	}

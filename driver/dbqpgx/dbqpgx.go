@@ -61,7 +61,8 @@ func init() {
 		Listener: func(dsn string) (sqldb.Listener, error) {
 			cfg, err := pgx.ParseConfig(dsn)
 			if err != nil {
-				return nil, fmt.Errorf("dbqueue: bad PostgreSQL DSN %s to LISTEN on: %w", sqldb.Redact(dsn), err)
+				// pgx's error shows the DSN, its password hidden.
+				return nil, fmt.Errorf("bad PostgreSQL DSN: %w", err)
 			}
 			return directListener{cfg}, nil
 		},

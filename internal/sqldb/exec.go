@@ -232,7 +232,7 @@ func OpenerFor(dsn string) (Opener, bool) {
 
 // ListenerFor returns the Listener of the registered driver of dialect for
 // dsn (dbqueue.WithListenDSN), or an error that says which driver package
-// to import.
+// to import. Its errors are for the caller to prefix with the option's name.
 func ListenerFor(dialect, dsn string) (Listener, error) {
 	openers.RLock()
 	defer openers.RUnlock()
@@ -241,7 +241,7 @@ func ListenerFor(dialect, dsn string) (Listener, error) {
 			return o.Listener(dsn)
 		}
 	}
-	return nil, fmt.Errorf("dbqueue: no driver that can LISTEN on %s is registered: import github.com/dbqueue/dbqueue/driver/dbqpgx", dialect)
+	return nil, fmt.Errorf("no driver that can LISTEN on %s is registered: import github.com/dbqueue/dbqueue/driver/dbqpgx", dialect)
 }
 
 // Copier is a DB whose transactions can COPY (pgx): large pushes use it.
