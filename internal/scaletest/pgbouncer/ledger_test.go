@@ -131,6 +131,10 @@ func childMain() int {
 		time.Sleep(work) // the job's own work, after its effect committed
 		return nil
 	})
+	// Tell the test this process is up, so that every process gets work.
+	if err := os.WriteFile(os.Getenv("DBQUEUE_CHILD_LOG")+".ready", nil, 0o644); err != nil {
+		return fail(err)
+	}
 	if err := w.Run(ctx); err != nil {
 		return fail(err)
 	}
@@ -231,6 +235,20 @@ func TestLedgerThroughPgBouncer(t *testing.T) {
 		go func() { _ = cmd.Wait(); close(exited) }()
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 		children = append(children, c)
+	}
+
+	// Every worker process is up before the first push.
+	for i, c := range children {
+		for {
+			if _, err := os.Stat(c.log + ".ready"); err == nil {
+				break
+			}
+			select {
+			case <-c.exited:
+				t.Fatalf("worker process %d (%s) exited at start: %v", i, c.mode, c.cmd.ProcessState)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 
 	// The pushers, through PgBouncer too.

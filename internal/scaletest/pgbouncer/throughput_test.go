@@ -31,7 +31,7 @@ func TestThroughputDirectVsPgBouncer(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.NewDatabase(t)
 	bouncer := dbtest.StartPgBouncer(t, db.DSN, 20)
-	const pushes, jobs = 4000, 20000
+	const pushes, jobs = 2000, 10000
 	for _, c := range []struct{ name, dsn string }{
 		{"direct cache_statement", db.DSN},
 		{"direct exec", dbtest.PgBouncerQueueDSN(db.DSN, "exec")},
