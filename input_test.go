@@ -3,6 +3,7 @@ package dbqueue_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/url"
 	"os"
@@ -192,17 +193,28 @@ func TestDriverMustMatchConnection(t *testing.T) {
 		drv  dbqueue.Driver
 		want string
 	}{
-		{"dbqmysql on PostgreSQL", dbqmysql.New(pg.SQL), "not a mysql database"},
-		{"dbqpgx on MariaDB", dbqpgx.NewSQL(my.SQL), "not a postgres database"},
-		{"dbqsqlite on PostgreSQL", dbqsqlite.New(pg.SQL), "not a sqlite database"},
-		{"dbqpgx on SQLite", dbqpgx.NewSQL(lite.SQL), "not a postgres database"},
-		{"dbqmysql on SQLite", dbqmysql.New(lite.SQL), "not a mysql database"},
+		{"dbqmysql on PostgreSQL", dbqmysql.New(pg.SQL), "a mysql database"},
+		{"dbqpgx on MariaDB", dbqpgx.NewSQL(my.SQL), "a postgres database"},
+		{"dbqsqlite on PostgreSQL", dbqsqlite.New(pg.SQL), "a sqlite database"},
+		{"dbqpgx on SQLite", dbqpgx.NewSQL(lite.SQL), "a postgres database"},
+		{"dbqmysql on SQLite", dbqmysql.New(lite.SQL), "a mysql database"},
 	} {
 		q, err := dbqueue.New(ctx, tc.drv)
 		wantErr(t, tc.what, err, tc.want, "driver package")
 		if q != nil {
 			t.Errorf("%s returned a queue", tc.what)
 		}
+	}
+}
+
+// A server that cannot be reached is named as such, not blamed on the
+// driver package: the error keeps the driver's own reason and says what to
+// check in the DSN.
+func TestUnreachableServerSaysSo(t *testing.T) {
+	_, err := dbqueue.Open(ctx, "postgres://postgres@127.0.0.1:1/test?connect_timeout=2")
+	wantErr(t, "Open on a closed port", err, "cannot confirm the connection is a postgres database", "connection refused", "host, port")
+	if strings.Contains(fmt.Sprint(err), "is not a") {
+		t.Errorf("an unreachable server was called the wrong database: %v", err)
 	}
 }
 

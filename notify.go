@@ -25,6 +25,10 @@ type notifier struct {
 	channel  string
 	last     sync.Map // queue name → *atomic.Int64, unix nanos of the last notify
 
+	// bus is shared with the other queues of this process on the same
+	// database (localwake.go); set once, before the queue is used.
+	bus *localBus
+
 	mu     sync.Mutex
 	subs   map[*subscription]struct{}
 	cancel context.CancelFunc
@@ -67,10 +71,12 @@ func (n *notifier) shouldNotify(rows []dialect.PushRow) bool {
 }
 
 // pushed wakes this process's own subscribers of the queues of due rows
-// that a committed push wrote, where no LISTEN connection brings the
-// database's notification (MySQL, SQLite, PostgreSQL through database/sql):
-// a worker embedded beside the pusher starts the job at once instead of
-// after its poll interval. It costs a lock and a channel send per push.
+// that a committed push wrote — on this Queue and on every other Queue of
+// the process on the same database and jobs table — where no LISTEN
+// connection brings the database's notification (MySQL, SQLite, PostgreSQL
+// through database/sql): a worker embedded beside the pusher starts the job
+// at once instead of after its poll interval. It costs a lock and a channel
+// send per push and subscriber.
 func (n *notifier) pushed(rows []dialect.PushRow) {
 	if n.listener != nil {
 		return // the notification comes back through LISTEN
@@ -78,7 +84,7 @@ func (n *notifier) pushed(rows []dialect.PushRow) {
 	var last string
 	for _, r := range rows {
 		if r.Due() && r.Queue != last {
-			n.broadcast(r.Queue)
+			n.wakeLocal(r.Queue)
 			last = r.Queue
 		}
 	}
@@ -134,6 +140,7 @@ func (n *notifier) unsubscribe(s *subscription) {
 }
 
 func (n *notifier) close() {
+	n.leave()
 	n.mu.Lock()
 	cancel, done := n.cancel, n.done
 	n.cancel, n.done = nil, nil
@@ -151,11 +158,18 @@ func (n *notifier) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := n.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		_ = err // the workers' polling covers the gap
+		// A listen that held for a while was a working connection lost
+		// (a restart, a failover): start the backoff over, or a process
+		// that had a few blips in its life waits 10s to listen again.
+		if time.Since(began) > 10*time.Second {
+			wait = 100 * time.Millisecond
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

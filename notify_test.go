@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/driver/dbqmysql"
 	"github.com/dbqueue/dbqueue/driver/dbqpgx"
+	"github.com/dbqueue/dbqueue/driver/dbqsqlite"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
@@ -117,6 +119,63 @@ func TestPushWakesLocalWorkersWithoutListen(t *testing.T) {
 			select {
 			case <-other:
 				t.Fatal("a push woke a worker of another queue")
+			default:
+			}
+		})
+	}
+}
+
+// A push wakes this process's workers that hold another Queue on the same
+// database — a second Open of the DSN, or a second New on the same pool —
+// and not those of a Queue on another database.
+func TestPushWakesOtherQueuesOfTheProcessOnTheSameDatabase(t *testing.T) {
+	for _, d := range []dbqueue.Dialect{dbqueue.MySQL, dbqueue.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			db := dbtest.New(t, d)
+			pusher := db.Queue(t)
+			sameDSN := db.Queue(t)
+			elsewhere := dbtest.New(t, d).Queue(t)
+
+			var onPool [2]*dbqueue.Queue
+			for i := range onPool {
+				var drv dbqueue.Driver = dbqsqlite.New(db.SQL)
+				if d == dbqueue.MySQL {
+					drv = dbqmysql.New(db.SQL)
+				}
+				q, err := dbqueue.New(ctx, drv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer q.Close()
+				onPool[i] = q
+			}
+
+			wakeDSN, stop1 := dbqueue.Wakeups(sameDSN, "shared")
+			defer stop1()
+			wakePool, stop2 := dbqueue.Wakeups(onPool[1], "shared")
+			defer stop2()
+			wakeElsewhere, stop3 := dbqueue.Wakeups(elsewhere, "shared")
+			defer stop3()
+
+			if _, err := pusher.Push(ctx, dbqueue.NewJob{Name: "now", Queue: "shared"}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-wakeDSN:
+			default:
+				t.Fatal("a push through one Open of the DSN did not wake a worker on another Open of it")
+			}
+			if _, err := onPool[0].Push(ctx, dbqueue.NewJob{Name: "now", Queue: "shared"}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-wakePool:
+			default:
+				t.Fatal("a push through one New on a pool did not wake a worker on another New of the same pool")
+			}
+			select {
+			case <-wakeElsewhere:
+				t.Fatal("a push woke a worker of a queue on another database")
 			default:
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue/internal/core"
@@ -152,7 +153,8 @@ func WithListenDSN(dsn string) Option {
 
 // WithoutListen stops the queue from LISTENing: workers find jobs by
 // polling (10ms after work, backing off to worker.Options.Sleep when idle)
-// and wake at once only for jobs pushed through the same Queue. Use it
+// and wake at once only for jobs pushed in this process through a Queue on
+// the same database that does not LISTEN either. Use it
 // when the pool goes through a transaction pooler such as PgBouncer and no
 // direct connection is allowed; a LISTEN through the pooler would only
 // look like it works. Pushes still NOTIFY, for listeners elsewhere.
@@ -183,7 +185,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := newQueue(ctx, sqldb.Conn{DB: db, Dialect: o.Dialect}, opts)
+	q, err := newQueue(ctx, sqldb.Conn{DB: db, Dialect: o.Dialect}, strings.TrimSpace(dsn), opts)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -203,10 +205,12 @@ func New(ctx context.Context, drv Driver, opts ...Option) (*Queue, error) {
 	if conn.DB == nil {
 		return nil, fmt.Errorf("dbqueue: New: the %s driver was given a nil pool", conn.Dialect)
 	}
-	return newQueue(ctx, conn, opts)
+	return newQueue(ctx, conn, "", opts)
 }
 
-func newQueue(ctx context.Context, conn sqldb.Conn, opts []Option) (*Queue, error) {
+// newQueue opens a queue on conn; dsn is what Open was given ("" for New),
+// which says which other queues of the process share its database.
+func newQueue(ctx context.Context, conn sqldb.Conn, dsn string, opts []Option) (*Queue, error) {
 	q := &Queue{
 		db:         conn.DB,
 		dialect:    Dialect(conn.Dialect),
@@ -231,6 +235,9 @@ func newQueue(ctx context.Context, conn sqldb.Conn, opts []Option) (*Queue, erro
 	q.wake = newNotifier(listener, d.NotifyChannel())
 	if err := d.CheckTables(ctx, q.db); err != nil {
 		return nil, sqldb.Wrap("check tables", err)
+	}
+	if key, ok := keyFor(conn, dsn, q.tables.internal()); ok {
+		q.wake.join(key)
 	}
 	q.handle = core.NewHandle(&core.Queue{
 		DB: q.db, Dialect: d, Connection: q.connection, DefaultQueue: q.queue,

@@ -7,6 +7,8 @@
 //	DATABASE_URL=sqlite:./queue.db dbqueue monitor -max 1000
 //	dbqueue failed retry -all
 //
+// `dbqueue dashboard` serves the web dashboard of package dashboard.
+//
 // Workers are not run by this command: they stay embedded in the
 // application's own binary, where their handlers are.
 //
@@ -42,6 +44,11 @@ Queues:
   pause QUEUE | resume QUEUE         stop or let workers take jobs from QUEUE
   restart                            ask every worker to stop after its current jobs
   clear QUEUE [-force]               delete every job of QUEUE (asks to type the name)
+
+Dashboard:
+  dashboard [-addr 127.0.0.1:8080] [-read-only] [-queue Q]... [-interval 5s]
+                                     serve the web dashboard until interrupted (no login:
+                                     keep it on localhost or behind your authentication)
 
 Jobs:
   jobs list [-queue Q] [-state pending|delayed|reserved] [-limit N] [-after ID] [-json]
@@ -233,6 +240,8 @@ func runConsole(ctx context.Context, args []string, con console) error {
 		err = c.restart(ctx, args)
 	case "clear":
 		err = c.clear(ctx, args)
+	case "dashboard":
+		err = c.dashboard(ctx, args)
 	case "version":
 		err = c.version(args)
 	case "work", "queue:work":

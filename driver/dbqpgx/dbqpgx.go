@@ -22,6 +22,7 @@ package dbqpgx
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -67,6 +68,31 @@ func init() {
 			return directListener{cfg}, nil
 		},
 	})
+	sqldb.RegisterClassifier(classify)
+}
+
+// classify reads pgx's connection errors, for failover: while a primary is
+// down and its replica not yet promoted, a pool configured with both
+// hosts and target_session_attrs=read-write fails to connect (the old
+// primary refuses, the standby is read-only). Nothing ran on such a
+// connection, so the work is retried until the replica is promoted; the
+// same holds for an error pgconn marks safe to retry (nothing was sent).
+// Refusals that no failover cures (a wrong password, a missing database)
+// reach the caller at once.
+func classify(err error) sqldb.Class {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		var pe *pgconn.PgError
+		// invalid_authorization_specification (28…), invalid_catalog_name (3D…)
+		if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || strings.HasPrefix(pe.Code, "3D")) {
+			return sqldb.Other
+		}
+		return sqldb.Retryable
+	}
+	if pgconn.SafeToRetry(err) {
+		return sqldb.Retryable
+	}
+	return sqldb.Other
 }
 
 // Driver is a pgx pool, or a database/sql pool opened with pgx's stdlib,
@@ -194,6 +220,9 @@ func (p *poolDB) Close() error {
 
 // CanCopy marks the pool's transactions as able to COPY.
 func (p *poolDB) CanCopy() {}
+
+// Identity is the pool behind p, so queues on one pool share wake-ups.
+func (p *poolDB) Identity() any { return p.pool }
 
 // Listen holds one pool connection with LISTEN until ctx ends or the
 // connection fails. A LISTENing connection must not go back to the pool,

@@ -12,11 +12,11 @@ import (
 // with a syntax error.
 func checkVersion(ctx context.Context, ex sqldb.Execer, query, want string, ok func(string) bool) error {
 	var v string
-	if err := ex.QueryRow(ctx, query).Scan(&v); err != nil || !ok(v) {
-		if err == nil {
-			err = fmt.Errorf("the server says it is %q", v)
-		}
-		return fmt.Errorf("dbqueue: the connection is not a %s database (%v): use the driver package of the database you connect to", want, err)
+	if err := ex.QueryRow(ctx, query).Scan(&v); err != nil {
+		return fmt.Errorf("dbqueue: cannot confirm the connection is a %s database: %w: check that the DSN names a running %s server (host, port, user, password, database) and that the driver package is that database's", want, err, want)
+	}
+	if !ok(v) {
+		return fmt.Errorf("dbqueue: the connection is not a %s database (the server says it is %q): use the driver package of the database you connect to", want, v)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,7 +20,14 @@ const (
 	Other Class = iota
 	// Retryable errors are transient conflicts the same work can be
 	// retried after: deadlocks, serialization failures, lock waits that
-	// timed out, SQLite's busy and locked states.
+	// timed out, SQLite's busy and locked states. They also include the
+	// failures of a database that is down or failing over, where the work
+	// certainly did not happen: no connection could be opened, the server
+	// is starting up or shutting down (57P03), or the connection reached a
+	// standby that refused the write (25006). Retrying these is safe even
+	// for a push. A connection lost after a statement was sent is not
+	// here: whether it committed is unknown, so retrying a push could add
+	// the job twice.
 	Retryable
 	// Missing errors say a table or column is missing: the cure is to
 	// migrate.
@@ -60,10 +68,18 @@ func Classify(err error) Class {
 		switch state.SQLState() {
 		case "40001", "40P01", "55P03": // serialization_failure, deadlock_detected, lock_not_available
 			return Retryable
+		case "57P03", "25006": // cannot_connect_now, read_only_sql_transaction (a standby, before promotion)
+			return Retryable
 		case "42P01", "42703": // undefined_table, undefined_column
 			return Missing
 		}
 		return Other
+	}
+	// database/sql returns driver.ErrBadConn once its own retries on fresh
+	// connections are spent; a driver reports it only before the
+	// statement was sent (pgx's stdlib, when pgconn.SafeToRetry).
+	if errors.Is(err, driver.ErrBadConn) {
+		return Retryable
 	}
 	var coded interface{ Code() int }
 	if errors.As(err, &coded) {

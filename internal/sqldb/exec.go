@@ -115,6 +115,19 @@ func StdConn(db *sql.DB, dialect string) Conn {
 	return c
 }
 
+// Identity is the pool behind db, so that two adapters of one pool (two
+// dbqmysql.New(db) of the same *sql.DB) compare equal: a DB that wraps a
+// pool says which with an Identity method; any other DB is its own.
+func Identity(db DB) any {
+	if i, ok := db.(interface{ Identity() any }); ok {
+		return i.Identity()
+	}
+	return db
+}
+
+// Identity is the *sql.DB behind s.
+func (s *stdDB) Identity() any { return s.db }
+
 // SQLDB adapts a database/sql pool. Close closes it only when owned is true.
 func SQLDB(db *sql.DB, owned bool) DB {
 	return &stdDB{stdExec: stdExec{db}, db: db, owned: owned}
