@@ -16,9 +16,10 @@ import (
 const notifyEvery = 2 * time.Millisecond
 
 // notifier sends and receives wake-ups for one Queue. Only a Queue on a
-// connection that can LISTEN (a pgx pool) listens, with one connection for
-// all the process's subscribers; on other databases wake-ups come only from
-// this process's own pushes, and workers poll.
+// connection that can LISTEN (a pgx pool, or the direct connection of
+// WithListenDSN) listens, with one connection for all the process's
+// subscribers; on other databases, and with WithoutListen, wake-ups come
+// only from this Queue's own pushes, and workers poll.
 type notifier struct {
 	listener sqldb.Listener
 	channel  string
@@ -39,9 +40,9 @@ type subscription struct {
 	ch     chan struct{}
 }
 
-func newNotifier(db sqldb.DB, channel string) *notifier {
+func newNotifier(l sqldb.Listener, channel string) *notifier {
 	n := &notifier{subs: map[*subscription]struct{}{}, channel: channel}
-	if l, ok := db.(sqldb.Listener); ok && channel != "" {
+	if l != nil && channel != "" {
 		n.listener = l
 	}
 	return n

@@ -40,6 +40,9 @@ type Queue struct {
 	queue      string
 	retryAfter int64 // seconds
 	wake       *notifier
+	// listenDSN and noListen: WithListenDSN, WithoutListen.
+	listenDSN string
+	noListen  bool
 	// pushMiddleware run around every push (WithPushMiddleware).
 	pushMiddleware []PushMiddleware
 }
@@ -125,6 +128,43 @@ func WithTables(t Tables) Option {
 	}
 }
 
+// WithListenDSN makes the queue LISTEN for wake-ups on a connection of its
+// own to dsn, a PostgreSQL DSN that reaches the server directly, while every
+// other statement goes through the queue's pool. Use it when that pool goes
+// through PgBouncer in transaction pooling mode (or any transaction
+// pooler): a LISTEN sent through it lands on whichever server connection
+// the pooler lends for that one statement, so notifications never come
+// back and workers silently fall back to polling. The NOTIFY each push
+// sends inside its own transaction passes through a pooler unharmed. The
+// queue holds one such connection per Queue, only while a worker waits for
+// jobs, and reconnects with backoff when it drops (workers poll meanwhile).
+// It also gives wake-ups to a queue on a database/sql pool (dbqpgx.NewSQL),
+// which otherwise polls. PostgreSQL only; the program must import
+// driver/dbqpgx.
+func WithListenDSN(dsn string) Option {
+	return func(q *Queue) error {
+		if dsn == "" {
+			return errors.New("dbqueue: WithListenDSN: empty DSN: name a PostgreSQL server directly, not through a transaction pooler, or use WithoutListen")
+		}
+		q.listenDSN = dsn
+		return nil
+	}
+}
+
+// WithoutListen stops the queue from LISTENing: workers find jobs by
+// polling (10ms after work, backing off to worker.Options.Sleep when idle)
+// and wake at once only for jobs pushed in this process through a Queue on
+// the same database that does not LISTEN either. Use it
+// when the pool goes through a transaction pooler such as PgBouncer and no
+// direct connection is allowed; a LISTEN through the pooler would only
+// look like it works. Pushes still NOTIFY, for listeners elsewhere.
+func WithoutListen() Option {
+	return func(q *Queue) error {
+		q.noListen = true
+		return nil
+	}
+}
+
 // Driver is the database client a Queue runs on. Get one from a driver
 // package: dbqpgx.New(pool) for a pgx pool, dbqmysql.New(db) or
 // dbqsqlite.New(db) for a *sql.DB. Its method is for dbqueue's own use.
@@ -188,7 +228,11 @@ func newQueue(ctx context.Context, conn sqldb.Conn, dsn string, opts []Option) (
 		return nil, err
 	}
 	q.sql = d
-	q.wake = newNotifier(q.db, d.NotifyChannel())
+	listener, err := q.listener()
+	if err != nil {
+		return nil, err
+	}
+	q.wake = newNotifier(listener, d.NotifyChannel())
 	if err := d.CheckTables(ctx, q.db); err != nil {
 		return nil, sqldb.Wrap("check tables", err)
 	}
@@ -200,6 +244,29 @@ func newQueue(ctx context.Context, conn sqldb.Conn, dsn string, opts []Option) (
 		RetryAfter: q.retryAfter, Ext: ext{q},
 	})
 	return q, nil
+}
+
+// listener returns what the queue LISTENs with: the direct connection of
+// WithListenDSN, none with WithoutListen, or else the pool itself where it
+// can (pgx).
+func (q *Queue) listener() (sqldb.Listener, error) {
+	switch {
+	case q.noListen && q.listenDSN != "":
+		return nil, errors.New("dbqueue: WithListenDSN and WithoutListen together: choose one")
+	case q.noListen:
+		return nil, nil
+	case q.listenDSN != "":
+		if q.dialect != Postgres {
+			return nil, fmt.Errorf("dbqueue: WithListenDSN on a %s queue: only PostgreSQL has LISTEN/NOTIFY", q.dialect)
+		}
+		l, err := sqldb.ListenerFor(string(q.dialect), q.listenDSN)
+		if err != nil {
+			return nil, fmt.Errorf("dbqueue: WithListenDSN: %w", err)
+		}
+		return l, nil
+	}
+	l, _ := q.db.(sqldb.Listener)
+	return l, nil
 }
 
 // Close closes the connection if the queue opened it (Open); a pool handed

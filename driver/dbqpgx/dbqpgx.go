@@ -11,6 +11,12 @@
 // or hand dbqueue the pool you have:
 //
 //	q, err := dbqueue.New(ctx, dbqpgx.New(pool))
+//
+// Behind PgBouncer in transaction pooling mode, add
+// default_query_exec_mode=exec to the DSN (pgx's default statement cache
+// needs a session of its own) and LISTEN on a direct connection with
+// dbqueue.WithListenDSN, or not at all with dbqueue.WithoutListen; see the
+// README's PgBouncer section.
 package dbqpgx
 
 import (
@@ -52,6 +58,14 @@ func init() {
 				return nil, fmt.Errorf("dbqueue: open %s: %w", sqldb.Redact(dsn), err)
 			}
 			return &poolDB{pgxExec: pgxExec{pool}, pool: pool, owned: true}, nil
+		},
+		Listener: func(dsn string) (sqldb.Listener, error) {
+			cfg, err := pgx.ParseConfig(dsn)
+			if err != nil {
+				// pgx's error shows the DSN, its password hidden.
+				return nil, fmt.Errorf("bad PostgreSQL DSN: %w", err)
+			}
+			return directListener{cfg}, nil
 		},
 	})
 	sqldb.RegisterClassifier(classify)
@@ -96,7 +110,8 @@ func New(pool *pgxpool.Pool) *Driver {
 }
 
 // NewSQL returns the driver for a database/sql pool opened with pgx's
-// stdlib ("pgx" driver name). Workers on it poll instead of listening.
+// stdlib ("pgx" driver name). Workers on it poll instead of listening,
+// unless the queue is given dbqueue.WithListenDSN.
 func NewSQL(db *sql.DB) *Driver {
 	return &Driver{conn: sqldb.StdConn(db, "postgres")}
 }
@@ -219,12 +234,32 @@ func (p *poolDB) Listen(ctx context.Context, channel string, fn func(string)) er
 	}
 	pc := conn.Hijack()
 	defer pc.Close(context.Background())
-	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+	return listenOn(ctx, pc, channel, fn)
+}
+
+// directListener LISTENs on a connection of its own, opened for each
+// Listen, to a server the pool may not reach directly
+// (dbqueue.WithListenDSN: the pool goes through a transaction pooler).
+type directListener struct{ cfg *pgx.ConnConfig }
+
+func (d directListener) Listen(ctx context.Context, channel string, fn func(string)) error {
+	conn, err := pgx.ConnectConfig(ctx, d.cfg.Copy())
+	if err != nil {
+		return fmt.Errorf("dbqueue: connect to LISTEN: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return listenOn(ctx, conn, channel, fn)
+}
+
+// listenOn LISTENs on conn and calls fn with each notification's payload
+// (and once with "" when it starts) until ctx ends or conn fails.
+func listenOn(ctx context.Context, conn *pgx.Conn, channel string, fn func(string)) error {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
 	fn("") // jobs may have arrived while nobody listened
 	for {
-		note, err := pc.WaitForNotification(ctx)
+		note, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}

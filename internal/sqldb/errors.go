@@ -114,5 +114,29 @@ func Wrap(op string, err error) error {
 	if MissingTable(err) {
 		return fmt.Errorf("dbqueue: %s: %w (%v)", op, ErrNoTables, err)
 	}
+	if LostPreparedStatement(err) {
+		return fmt.Errorf("dbqueue: %s: %w (%s)", op, err, PoolerHint)
+	}
 	return fmt.Errorf("dbqueue: %s: %w", op, err)
+}
+
+// PoolerHint says what to do when pgx's statement cache meets a
+// transaction pooler.
+const PoolerHint = "is the pool behind PgBouncer in transaction pooling mode? Add default_query_exec_mode=exec to its DSN, or set pgx.ConnConfig.DefaultQueryExecMode; see the README's PgBouncer section"
+
+// LostPreparedStatement reports whether err is PostgreSQL saying a prepared
+// statement does not exist (26000) or already exists (42P05). dbqueue
+// prepares no statement by name itself, so these come from pgx's statement
+// cache (its default exec mode) on a connection that a transaction pooler
+// such as PgBouncer swapped for another server connection under it.
+func LostPreparedStatement(err error) bool {
+	var state interface{ SQLState() string }
+	if !errors.As(err, &state) {
+		return false
+	}
+	switch state.SQLState() {
+	case "26000", "42P05": // invalid_sql_statement_name, duplicate_prepared_statement
+		return true
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -212,6 +213,10 @@ type Opener struct {
 	Parse func(dsn string) (driverName, conn string, err error)
 	// Open connects to dsn with a pool that Close closes.
 	Open func(ctx context.Context, dsn string) (DB, error)
+	// Listener, where the database can LISTEN (PostgreSQL on pgx), checks
+	// dsn and returns a Listener that opens a connection of its own to it
+	// each time it listens (dbqueue.WithListenDSN). Nil elsewhere.
+	Listener func(dsn string) (Listener, error)
 }
 
 var openers struct {
@@ -236,6 +241,20 @@ func OpenerFor(dsn string) (Opener, bool) {
 		}
 	}
 	return Opener{}, false
+}
+
+// ListenerFor returns the Listener of the registered driver of dialect for
+// dsn (dbqueue.WithListenDSN), or an error that says which driver package
+// to import. Its errors are for the caller to prefix with the option's name.
+func ListenerFor(dialect, dsn string) (Listener, error) {
+	openers.RLock()
+	defer openers.RUnlock()
+	for _, o := range openers.list {
+		if o.Dialect == dialect && o.Listener != nil {
+			return o.Listener(dsn)
+		}
+	}
+	return nil, fmt.Errorf("no driver that can LISTEN on %s is registered: import github.com/dbqueue/dbqueue/driver/dbqpgx", dialect)
 }
 
 // Copier is a DB whose transactions can COPY (pgx): large pushes use it.
