@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/driver/dbqpgx"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
@@ -71,23 +73,39 @@ func TestListenDSNWakesSQLQueue(t *testing.T) {
 	expectWake(t, wake, true, "another queue's push")
 }
 
-// With WithoutListen a queue's own pushes still wake its subscribers; other
-// queues' pushes do not, as nothing listens.
+// With WithoutListen a queue's own pushes, and those of the process's other
+// Queues on the same DSN, still wake its subscribers; pushes from elsewhere
+// (here a Queue on a pool of its own, as another process would have) do
+// not, as nothing listens.
 func TestWithoutListenWakesOnOwnPushes(t *testing.T) {
 	db := dbtest.New(t, dbqueue.Postgres)
 	q := db.Queue(t, dbqueue.WithoutListen())
-	other := db.Queue(t)
+	sameDSN := db.Queue(t)
+	pool, err := pgxpool.New(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	elsewhere, err := dbqueue.New(ctx, dbqpgx.New(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer elsewhere.Close()
 	queue := fmt.Sprintf("no-listen-%d", time.Now().UnixNano())
 	wake, stop := dbqueue.Wakeups(q, queue)
 	defer stop()
-	if _, err := other.Push(ctx, dbqueue.NewJob{Name: "now", Queue: queue}); err != nil {
+	if _, err := elsewhere.Push(ctx, dbqueue.NewJob{Name: "now", Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
-	expectWake(t, wake, false, "another queue's push")
+	expectWake(t, wake, false, "a push from elsewhere")
 	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "now", Queue: queue}); err != nil {
 		t.Fatal(err)
 	}
 	expectWake(t, wake, true, "the queue's own push")
+	if _, err := sameDSN.Push(ctx, dbqueue.NewJob{Name: "now", Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	expectWake(t, wake, true, "a push through another Queue of the process on the same DSN")
 }
 
 func expectWake(t *testing.T, wake <-chan struct{}, want bool, what string) {

@@ -88,16 +88,21 @@ func (n *notifier) leave() {
 }
 
 // wakeLocal wakes the subscribers of queue on every queue of n's bus (on
-// n alone when it has none).
-func (n *notifier) wakeLocal(queue string) {
+// n alone when it has none); with deafOnly, only on those that do not
+// LISTEN, since those that do hear the database's own notification.
+func (n *notifier) wakeLocal(queue string, deafOnly bool) {
 	b := n.bus
 	if b == nil {
-		n.broadcast(queue)
+		if !deafOnly || n.listener == nil {
+			n.broadcast(queue)
+		}
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for other := range b.ns {
-		other.broadcast(queue)
+		if !deafOnly || other.listener == nil {
+			other.broadcast(queue)
+		}
 	}
 }

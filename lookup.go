@@ -185,7 +185,7 @@ func (q *Queue) RunNow(ctx context.Context, id int64) error {
 		return fmt.Errorf("run job %d now: %w", id, ErrJobReserved)
 	case dialect.StateDelayed:
 		if queue != "" {
-			q.wake.wakeLocal(queue)
+			q.wake.wakeLocal(queue, false)
 		}
 	}
 	return nil

@@ -74,17 +74,15 @@ func (n *notifier) shouldNotify(rows []dialect.PushRow) bool {
 // that a committed push wrote — on this Queue and on every other Queue of
 // the process on the same database and jobs table — where no LISTEN
 // connection brings the database's notification (MySQL, SQLite, PostgreSQL
-// through database/sql): a worker embedded beside the pusher starts the job
-// at once instead of after its poll interval. It costs a lock and a channel
-// send per push and subscriber.
+// through database/sql or WithoutListen): a worker embedded beside the
+// pusher starts the job at once instead of after its poll interval. Queues
+// that listen hear the push's NOTIFY and are skipped. It costs a lock and a
+// channel send per push and subscriber.
 func (n *notifier) pushed(rows []dialect.PushRow) {
-	if n.listener != nil {
-		return // the notification comes back through LISTEN
-	}
 	var last string
 	for _, r := range rows {
 		if r.Due() && r.Queue != last {
-			n.wakeLocal(r.Queue)
+			n.wakeLocal(r.Queue, true)
 			last = r.Queue
 		}
 	}
