@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -259,24 +260,45 @@ func (r *run) watch(ctx context.Context, restartAt int64) {
 			return
 		case <-t.C:
 		}
+		// Wake the loop only for news: waking it on every tick would make an
+		// idle worker poll the jobs table every SignalInterval, however
+		// long its Sleep.
+		news := false
 		if sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues); err == nil {
-			if sig.restart != restartAt {
+			if sig.restart != restartAt && r.restartAt.Load() != -1 {
 				r.restartAt.Store(-1) // changed: stop
+				news = true
+			}
+			if !maps.Equal(*r.paused.Load(), sig.paused) {
+				news = true
 			}
 			r.paused.Store(&sig.paused)
 		} else if ctx.Err() == nil {
 			r.w.log.Warn("cannot read worker signals", "error", err)
 		}
-		if limit := r.w.opts.MemoryLimitMB; limit > 0 {
+		if limit := r.w.opts.MemoryLimitMB; limit > 0 && !r.overMem.Load() {
 			metrics.Read(memSample)
 			used := memSample[0].Value.Uint64() - memSample[1].Value.Uint64()
 			if used > uint64(limit)<<20 {
 				r.overMem.Store(true)
+				news = true
 			}
 		}
-		r.signal()
+		if o := r.w.opts; o.MaxTime > 0 && time.Since(r.started) >= o.MaxTime {
+			news = true
+		}
+		if news {
+			r.signal()
+		}
+		if afterSignals != nil {
+			afterSignals()
+		}
 	}
 }
+
+// afterSignals, when a test sets it, is called after each reading of the
+// signals, so the test can count them instead of sleeping.
+var afterSignals func()
 
 // signal wakes the loop if it waits.
 func (r *run) signal() {
