@@ -27,6 +27,9 @@ type Worker struct {
 	log  *slog.Logger
 	// weights orders each claim's queues when QueueWeights is set.
 	weights *weights
+	// adaptive: Options.Prefetch was left at 0, so the prefetch follows
+	// the rate jobs finish at (prefetcher), up to opts.Prefetch.
+	adaptive bool
 
 	mu       sync.Mutex
 	handlers map[string]*handler
@@ -42,6 +45,7 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 	if q == nil {
 		return nil, errors.New("worker: nil queue")
 	}
+	adaptive := opts.Prefetch == 0
 	opts = opts.withDefaults()
 	if err := opts.validate(q.RetryAfter()); err != nil {
 		return nil, err
@@ -53,7 +57,7 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 		opts.Queues = []string{q.DefaultQueue()}
 	}
 	return &Worker{
-		q: q, ext: extOf(q), opts: opts, weights: newWeights(opts),
+		q: q, ext: extOf(q), opts: opts, weights: newWeights(opts), adaptive: adaptive,
 		log:      opts.Logger.With("worker", opts.Name),
 		handlers: map[string]*handler{},
 	}, nil
@@ -355,9 +359,8 @@ type claim struct {
 // while the last is still being worked.
 func (r *run) loop(ctx context.Context) (StopReason, error) {
 	o := r.w.opts
-	capacity := int64(o.Concurrency + o.Prefetch)
-	// A second claim goes out only for a batch worth a round trip.
-	minBatch := max(1, capacity/4)
+	pf := newPrefetcher(o, r.w.adaptive, time.Now())
+	capacity, minBatch := pf.capacity()
 	results := make(chan claim, o.Claims)
 	var (
 		outstanding int
@@ -407,6 +410,9 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			fn(ctx)
 		}
 		queues := r.activeQueues()
+		if pf.update(r.processed.Load(), time.Now()) {
+			capacity, minBatch = pf.capacity()
+		}
 		want := capacity - r.inFlight.Load() - claiming
 		if o.MaxJobs > 0 {
 			want = min(want, int64(o.MaxJobs)-r.reserved.Load()-claiming)
