@@ -90,6 +90,11 @@ type Options struct {
 	// Sleep is worker.Options.Sleep: the longest wait between polls of an
 	// empty queue.
 	Sleep time.Duration
+	// LibraryDefaults runs the workers with worker.Options' tuning fields
+	// left at their zero values (Concurrency 10, the adaptive Prefetch, 2
+	// claims, Sleep 3s) instead of the fields above: what a user who tunes
+	// nothing gets.
+	LibraryDefaults bool
 	// OTel runs the system with OpenTelemetry on (package dbqotel), as an
 	// application that traces and meters it would: an SDK that samples
 	// every span and exports nowhere (see otelSDK). The system's name
@@ -106,6 +111,9 @@ const MaxClaim = 1_000
 // (capacity Concurrency+Prefetch, each claim capped at 1,000). cmd/compare
 // gives the ceiling loops this batch by default.
 func (o Options) ClaimSize() int {
+	if o.LibraryDefaults {
+		return min(MaxClaim, 10+worker.AdaptivePrefetchMax)
+	}
 	o = o.withDefaults()
 	return min(MaxClaim, o.Concurrency+max(o.Prefetch, 0))
 }
@@ -404,6 +412,9 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 					r.errs.add(fmt.Sprintf("job %d released after an error", job.ID))
 				},
 			},
+		}
+		if s.o.LibraryDefaults {
+			o.Concurrency, o.Prefetch, o.Claims, o.Sleep = 0, 0, 0, 0
 		}
 		if s.otel != nil {
 			o = s.otel.inst.WorkerOptions(o)

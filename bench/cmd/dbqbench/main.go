@@ -81,6 +81,7 @@ func main() {
 	flag.IntVar(&c.worker.Prefetch, "prefetch", dbqueueq.DefaultPrefetch, "worker Prefetch (a claim takes up to concurrency+prefetch jobs); negative: none")
 	flag.IntVar(&c.worker.Workers, "workers", dbqueueq.DefaultWorkers, "worker.Worker instances, each on its own pool")
 	flag.DurationVar(&c.worker.Sleep, "sleep", dbqueueq.DefaultSleep, "worker Sleep: longest poll interval of an idle worker")
+	flag.BoolVar(&c.worker.LibraryDefaults, "library-defaults", false, "run the workers on worker.Options' own defaults (ignores -concurrency, -prefetch, -sleep)")
 	flag.BoolVar(&c.worker.OTel, "otel", false, "run with OpenTelemetry metrics and traces on (package dbqotel; an SDK sampling every span and exporting nowhere)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -141,6 +142,9 @@ func main() {
 	o := c.worker
 	fmt.Fprintf(w, "- worker: %d × worker.Worker, Concurrency %d, Prefetch %d, Sleep %s, no-op handler, logger discards job lines; enqueue batch %d\n",
 		o.Workers, o.Concurrency, o.Prefetch, o.Sleep, 1_000)
+	if o.LibraryDefaults {
+		fmt.Fprintf(w, "- worker options: the library's defaults (-library-defaults): the Concurrency, Prefetch and Sleep above are not used\n")
+	}
 	fmt.Fprintf(w, "- %d rounds (backlog row: %d), medians; took %s; load average (1 min) %s → %s\n\n",
 		c.rounds, c.backlogRounds, time.Since(began).Round(time.Second), loadBefore, bench.LoadAvg())
 	io.WriteString(w, out.String())
