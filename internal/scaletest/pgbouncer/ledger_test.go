@@ -253,20 +253,8 @@ func TestLedgerThroughPgBouncer(t *testing.T) {
 
 	// The pushers, through PgBouncer too.
 	start := time.Now()
-	cfg, err := pgxpool.ParseConfig(dbtest.PgBouncerQueueDSN(bouncer.DSN, "exec"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, pool := openQueue(ctx, t, dbtest.PgBouncerQueueDSN(bouncer.DSN, "exec"), 8)
 	defer pool.Close()
-	q, err := dbqueue.New(ctx, dbqpgx.New(pool), dbqueue.WithoutListen())
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer q.Close()
 	sqlDB, err := sql.Open("pgx", dbtest.PgBouncerQueueDSN(bouncer.DSN, "exec"))
 	if err != nil {

@@ -158,20 +158,8 @@ func TestStatementCacheHint(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.NewDatabase(t)
 	bouncer := dbtest.StartPgBouncer(t, db.DSN, 2)
-	cfg, err := pgxpool.ParseConfig(bouncer.DSN) // pgx's default: cache_statement
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, pool := openQueue(ctx, t, bouncer.DSN, 1) // pgx's default: cache_statement
 	defer pool.Close()
-	q, err := dbqueue.New(ctx, dbqpgx.New(pool), dbqueue.WithoutListen())
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer q.Close()
 	// The push prepares its statement on the one server connection there is.
 	if _, err := q.Push(ctx, dbqueue.NewJob{Name: "x"}); err != nil {
@@ -201,4 +189,26 @@ func TestStatementCacheHint(t *testing.T) {
 	if !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
 		t.Errorf("the error does not say to set default_query_exec_mode: %v", err)
 	}
+}
+
+// openQueue opens a pgx pool of at most maxConns connections on dsn and a
+// queue on it that does not LISTEN (nothing would come back through a
+// transaction pooler). The caller closes both.
+func openQueue(ctx context.Context, t testing.TB, dsn string, maxConns int32) (*dbqueue.Queue, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := dbqueue.New(ctx, dbqpgx.New(pool), dbqueue.WithoutListen())
+	if err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
+	return q, pool
 }

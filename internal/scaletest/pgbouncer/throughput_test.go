@@ -10,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/driver/dbqpgx"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/worker"
 )
@@ -39,19 +36,7 @@ func TestThroughputDirectVsPgBouncer(t *testing.T) {
 		{"pgbouncer cache_describe", dbtest.PgBouncerQueueDSN(bouncer.DSN, "cache_describe")},
 		{"pgbouncer simple_protocol", dbtest.PgBouncerQueueDSN(bouncer.DSN, "simple_protocol")},
 	} {
-		cfg, err := pgxpool.ParseConfig(c.dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 20
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := dbqueue.New(ctx, dbqpgx.New(pool), dbqueue.WithoutListen())
-		if err != nil {
-			t.Fatal(err)
-		}
+		q, pool := openQueue(ctx, t, c.dsn, 20)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for range 16 {
