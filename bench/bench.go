@@ -87,13 +87,23 @@ const (
 	ModeEndToEnd Mode = "end-to-end"
 )
 
+// Measurement is one measured period: how long it took and the CPU both
+// sides spent in it.
+type Measurement struct {
+	// Elapsed runs from the start of the measured period to the n-th job
+	// done.
+	Elapsed time.Duration
+	// CPU is read from the start of the period until the workers have
+	// stopped (a little after the n-th job: stopping counts too).
+	CPU CPU
+}
+
 // Measure resets sys and runs one measurement of mode over n jobs. batch is
 // the enqueue batch size used by EndToEnd (ignored by BurnDown, where the
-// system's own Enqueue batching applies). It returns the elapsed time from the
-// start of the measured period to the n-th job done.
-func Measure(ctx context.Context, sys System, mode Mode, n, batch int) (time.Duration, error) {
+// system's own Enqueue batching applies).
+func Measure(ctx context.Context, sys System, mode Mode, n, batch int) (Measurement, error) {
 	if err := sys.Reset(ctx); err != nil {
-		return 0, fmt.Errorf("%s: reset: %w", sys.Name(), err)
+		return Measurement{}, fmt.Errorf("%s: reset: %w", sys.Name(), err)
 	}
 	switch mode {
 	case ModeBurnDown:
@@ -101,54 +111,56 @@ func Measure(ctx context.Context, sys System, mode Mode, n, batch int) (time.Dur
 	case ModeEndToEnd:
 		return EndToEnd(ctx, sys, n, batch)
 	default:
-		return 0, fmt.Errorf("unknown mode %q", mode)
+		return Measurement{}, fmt.Errorf("unknown mode %q", mode)
 	}
 }
 
 // BurnDown prefills n jobs (not timed), then times Start until the n-th job is
 // done. The clock starts before Start, so a system's start-up cost counts.
-func BurnDown(ctx context.Context, sys System, n int) (time.Duration, error) {
+func BurnDown(ctx context.Context, sys System, n int) (Measurement, error) {
 	if err := sys.Enqueue(ctx, n); err != nil {
-		return 0, fmt.Errorf("%s: prefill: %w", sys.Name(), err)
+		return Measurement{}, fmt.Errorf("%s: prefill: %w", sys.Name(), err)
 	}
+	cpu := takeCPU()
 	start := time.Now()
 	run, err := sys.Start(ctx, n)
 	if err != nil {
-		return 0, fmt.Errorf("%s: start: %w", sys.Name(), err)
+		return Measurement{}, fmt.Errorf("%s: start: %w", sys.Name(), err)
 	}
 	last, err := run.Wait(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%s: burn-down: %w", sys.Name(), err)
+		return Measurement{}, fmt.Errorf("%s: burn-down: %w", sys.Name(), err)
 	}
-	return last.Sub(start), nil
+	return Measurement{Elapsed: last.Sub(start), CPU: takeCPU().since(cpu)}, nil
 }
 
 // EndToEnd starts idle workers (not timed), then enqueues n jobs in batches
 // of batch from this goroutine while the workers drain them, and times from
 // the first enqueue until the n-th job is done.
-func EndToEnd(ctx context.Context, sys System, n, batch int) (time.Duration, error) {
+func EndToEnd(ctx context.Context, sys System, n, batch int) (Measurement, error) {
 	if batch < 1 {
 		batch = 1
 	}
 	run, err := sys.Start(ctx, n)
 	if err != nil {
-		return 0, fmt.Errorf("%s: start: %w", sys.Name(), err)
+		return Measurement{}, fmt.Errorf("%s: start: %w", sys.Name(), err)
 	}
+	cpu := takeCPU()
 	start := time.Now()
 	for left := n; left > 0; {
 		k := min(batch, left)
 		if err := sys.Enqueue(ctx, k); err != nil {
 			// Still stop the workers; their error, if any, is secondary.
 			_, _ = waitShort(ctx, run)
-			return 0, fmt.Errorf("%s: enqueue: %w", sys.Name(), err)
+			return Measurement{}, fmt.Errorf("%s: enqueue: %w", sys.Name(), err)
 		}
 		left -= k
 	}
 	last, err := run.Wait(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%s: end-to-end: %w", sys.Name(), err)
+		return Measurement{}, fmt.Errorf("%s: end-to-end: %w", sys.Name(), err)
 	}
-	return last.Sub(start), nil
+	return Measurement{Elapsed: last.Sub(start), CPU: takeCPU().since(cpu)}, nil
 }
 
 // waitShort stops a run whose jobs will never all arrive.

@@ -5,22 +5,28 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
-// Series is every measured rate (jobs/s) of one system in one mode.
+// Series is every measured rate (jobs/s) of one system in one mode, with
+// the CPU each measurement spent per job (µs) on the client and server side.
 type Series struct {
 	System   string
 	Database Database
 	Mode     Mode
 	Rates    []float64
+	ClientUS []float64
+	ServerUS []float64
 }
 
 // Median of the rates; 0 for none.
-func (s *Series) Median() float64 {
-	if len(s.Rates) == 0 {
+func (s *Series) Median() float64 { return median(s.Rates) }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
 		return 0
 	}
-	r := slices.Clone(s.Rates)
+	r := slices.Clone(xs)
 	slices.Sort(r)
 	if len(r)%2 == 1 {
 		return r[len(r)/2]
@@ -49,16 +55,24 @@ type Results struct {
 	series []*Series
 }
 
-// Add records one measurement.
-func (r *Results) Add(system string, db Database, mode Mode, rate float64) {
-	for _, s := range r.series {
-		if s.System == system && s.Mode == mode {
-			s.Rates = append(s.Rates, rate)
-			return
+// Add records one measurement of n jobs.
+func (r *Results) Add(system string, db Database, mode Mode, n int, m Measurement) {
+	var s *Series
+	for _, o := range r.series {
+		if o.System == system && o.Mode == mode {
+			s = o
 		}
 	}
-	r.series = append(r.series, &Series{System: system, Database: db, Mode: mode, Rates: []float64{rate}})
+	if s == nil {
+		s = &Series{System: system, Database: db, Mode: mode}
+		r.series = append(r.series, s)
+	}
+	s.Rates = append(s.Rates, float64(n)/m.Elapsed.Seconds())
+	s.ClientUS = append(s.ClientUS, perJobUS(m.CPU.Client, n))
+	s.ServerUS = append(s.ServerUS, perJobUS(m.CPU.Server, n))
 }
+
+func perJobUS(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
 
 func (r *Results) find(pred func(*Series) bool) *Series {
 	for _, s := range r.series {
@@ -88,11 +102,12 @@ func IsReferenceCeiling(name string) bool {
 }
 
 // WriteMarkdown prints one table row per system and mode: median jobs/s, the
-// range over rounds, and the median's ratio to River's and to the ceiling loop
-// of the same database (same mode).
+// range over rounds, the median's ratio to River's and to the ceiling loop
+// of the same database (same mode), and the median CPU per job of the
+// benchmark process (the queue's Go side) and of the database servers.
 func (r *Results) WriteMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "| system | mode | median jobs/s | min | max | rounds | %s | × ceiling (same DB) |\n", riverColumnHead)
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| system | mode | median jobs/s | min | max | rounds | %s | × ceiling (same DB) | client µs/job | server µs/job |\n", riverColumnHead)
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, mode := range []Mode{ModeBurnDown, ModeEndToEnd} {
 		for _, s := range r.series {
 			if s.Mode != mode {
@@ -102,9 +117,9 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 			ceil := r.find(func(o *Series) bool {
 				return IsReferenceCeiling(o.System) && o.Database == s.Database && o.Mode == mode
 			})
-			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s | %.1f | %.1f |\n",
 				s.System, s.Mode, s.Median(), s.Min(), s.Max(), len(s.Rates),
-				ratio(s, river), ratio(s, ceil))
+				ratio(s, river), ratio(s, ceil), median(s.ClientUS), median(s.ServerUS))
 		}
 	}
 }
@@ -120,8 +135,8 @@ func ratio(s, ref *Series) string {
 func (r *Results) WriteRaw(w io.Writer) {
 	for _, s := range r.series {
 		fmt.Fprintf(w, "%s %s:", s.System, s.Mode)
-		for _, x := range s.Rates {
-			fmt.Fprintf(w, " %.0f", x)
+		for i, x := range s.Rates {
+			fmt.Fprintf(w, " %.0f (%.1f+%.1f µs)", x, s.ClientUS[i], s.ServerUS[i])
 		}
 		fmt.Fprintln(w)
 	}

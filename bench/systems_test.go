@@ -46,6 +46,9 @@ func TestSystems(t *testing.T) {
 		ceiling.CeilingMariaDB: func(ctx context.Context) (bench.System, error) {
 			return ceiling.NewMariaDB(ctx, my, ceiling.Options{})
 		},
+		ceiling.CeilingSQLite: func(ctx context.Context) (bench.System, error) {
+			return ceiling.NewSQLite(ctx, filepath.Join(t.TempDir(), "ceiling.db"), ceiling.Options{})
+		},
 	}
 	for name, open := range opens {
 		t.Run(name, func(t *testing.T) {
@@ -64,10 +67,11 @@ func TestSystems(t *testing.T) {
 			}
 			for _, mode := range []bench.Mode{bench.ModeBurnDown, bench.ModeEndToEnd} {
 				const n = 2_345 // not a multiple of any batch size
-				d, err := bench.Measure(ctx, sys, mode, n, 500)
+				m, err := bench.Measure(ctx, sys, mode, n, 500)
 				if err != nil {
 					t.Fatalf("%s: %v", mode, err)
 				}
+				d := m.Elapsed
 				if d <= 0 {
 					t.Fatalf("%s: elapsed %s", mode, d)
 				}

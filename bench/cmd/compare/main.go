@@ -71,6 +71,19 @@ var registry = []struct {
 	{ceiling.CeilingMariaDB, func(ctx context.Context, c *config) (bench.System, error) {
 		return ceiling.NewMariaDB(ctx, c.myDSN, c.ceiling)
 	}},
+	{ceiling.CeilingSQLite, func(ctx context.Context, c *config) (bench.System, error) {
+		return ceiling.NewSQLite(ctx, ceilingSQLitePath(c.ceiling), c.ceiling)
+	}},
+}
+
+// ceilingSQLitePath is the SQLite ceiling's own database file, apart from
+// dbqueue's (-sqlite).
+func ceilingSQLitePath(o ceiling.Options) string {
+	name := "ceiling_bench"
+	if o.Variant != "" {
+		name += "_b" + o.Variant
+	}
+	return filepath.Join(os.TempDir(), name+".db")
 }
 
 // defaultJobs makes one measurement hundreds of full claims (B=1000).
@@ -100,6 +113,8 @@ func variant(ctx context.Context, c *config, name string) bench.System {
 		s, err = ceiling.NewPG(ctx, c.pgDSN, o)
 	case ceiling.CeilingMariaDB:
 		s, err = ceiling.NewMariaDB(ctx, c.myDSN, o)
+	case ceiling.CeilingSQLite:
+		s, err = ceiling.NewSQLite(ctx, ceilingSQLitePath(o), o)
 	default:
 		return nil
 	}
@@ -221,14 +236,10 @@ func main() {
 		}
 	}
 
-	measure := func(s bench.System, mode bench.Mode, n int) (float64, error) {
+	measure := func(s bench.System, mode bench.Mode, n int) (bench.Measurement, error) {
 		mctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		d, err := bench.Measure(mctx, s, mode, n, *batch)
-		if err != nil {
-			return 0, err
-		}
-		return float64(n) / d.Seconds(), nil
+		return bench.Measure(mctx, s, mode, n, *batch)
 	}
 
 	began := time.Now()
@@ -240,10 +251,12 @@ func main() {
 	}
 	if *warmup || *forDur > 0 {
 		for _, s := range syss {
-			rate, err := measure(s, bench.ModeBurnDown, min(*jobs, 5_000))
+			w := min(*jobs, 5_000)
+			m, err := measure(s, bench.ModeBurnDown, w)
 			if err != nil {
 				log.Fatalf("warm-up: %v", err)
 			}
+			rate := float64(w) / m.Elapsed.Seconds()
 			if *forDur > 0 {
 				n[s.Name()] = sized(rate, *forDur, *minJobs, *jobs)
 			}
@@ -258,13 +271,16 @@ func main() {
 		for _, mode := range modeList {
 			for i := range syss {
 				s := syss[(i+round)%len(syss)]
-				rate, err := measure(s, mode, n[s.Name()])
+				m, err := measure(s, mode, n[s.Name()])
 				if err != nil {
 					log.Fatalf("round %d: %v", round+1, err)
 				}
-				res.Add(s.Name(), s.Database(), mode, rate)
+				res.Add(s.Name(), s.Database(), mode, n[s.Name()], m)
 				if *verbose {
-					fmt.Fprintf(os.Stderr, "round %d  %-10s  %-16s %8.0f jobs/s\n", round+1, mode, s.Name(), rate)
+					k := float64(n[s.Name()])
+					fmt.Fprintf(os.Stderr, "round %d  %-10s  %-16s %8.0f jobs/s  cpu/job client %5.1f µs  server %5.1f µs  allocs/job %5.1f %6.0f B  load %s\n", round+1, mode, s.Name(),
+						k/m.Elapsed.Seconds(), float64(m.CPU.Client.Microseconds())/k, float64(m.CPU.Server.Microseconds())/k,
+						float64(m.CPU.Allocs)/k, float64(m.CPU.AllocBytes)/k, bench.LoadAvg())
 				}
 			}
 		}

@@ -248,7 +248,8 @@ func runDialect(ctx context.Context, c *config, d string) (table, version string
 		if want("e2e") {
 			rctx, cancel := mctx()
 			c0 := cpuTime()
-			dur, err := bench.Measure(rctx, sys, bench.ModeEndToEnd, c.jobs, 1_000)
+			m, err := bench.Measure(rctx, sys, bench.ModeEndToEnd, c.jobs, 1_000)
+			dur := m.Elapsed
 			cpu := perJob(cpuTime()-c0, c.jobs)
 			cancel()
 			if err != nil {
