@@ -2,6 +2,7 @@ package dbqueue
 
 import (
 	"context"
+	"time"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
 )
@@ -60,3 +61,7 @@ func NowSQL(d Dialect) string {
 func FinishLinked(ctx context.Context, q *Queue, job *Job, cause error) (before, after *Batch, err error) {
 	return q.finishLinked(ctx, job, cause)
 }
+
+// SetLookBurst sets how much look time MySQL's claim cursor may save up
+// (0: short claims never look); it returns the undo.
+func SetLookBurst(d time.Duration) (restore func()) { return dialect.SetLookBurst(d) }

@@ -44,7 +44,7 @@ func (q *Queue) deleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err e
 		for i, j := range chunk {
 			held[i] = j.held()
 		}
-		var deleted map[dialect.Key]bool
+		var deleted []dialect.Key
 		err := sqldb.Retry(ctx, func() (err error) {
 			deleted, err = q.sql.DeleteHeld(ctx, q.db, held)
 			return err
@@ -52,8 +52,15 @@ func (q *Queue) deleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err e
 		if err != nil {
 			return lost, sqldb.Wrap("delete", err)
 		}
+		if len(deleted) == len(chunk) {
+			continue // a reservation names one row: all were held
+		}
+		gone := make(map[dialect.Key]bool, len(deleted))
+		for _, k := range deleted {
+			gone[k] = true
+		}
 		for i, j := range chunk {
-			if !deleted[held[i].Key()] {
+			if !gone[held[i].Key()] {
 				lost = append(lost, j)
 			}
 		}

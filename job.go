@@ -52,12 +52,10 @@ func newJob(r dialect.JobRow, expires time.Time) (*Job, error) {
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
 		expires: expires, token: r.Token,
 	}
-	if r.ReservedAt != nil {
-		j.ReservedAt = time.Unix(*r.ReservedAt, 0)
+	if r.Reserved {
+		j.ReservedAt = time.Unix(r.ReservedAt, 0)
 	}
-	var err error
-	j.Payload, err = DecodePayload(r.Payload)
-	return j, err
+	return j, decodePayload(r.Payload, &j.Payload)
 }
 
 // held is the reservation the job's claim drew.

@@ -64,8 +64,8 @@ func newJobInfo(r dialect.StatedRow) JobInfo {
 		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Attempts: r.Attempts, RawPayload: r.Payload,
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
 	}
-	if r.ReservedAt != nil {
-		j.ReservedAt = time.Unix(*r.ReservedAt, 0)
+	if r.Reserved {
+		j.ReservedAt = time.Unix(r.ReservedAt, 0)
 	}
 	j.Payload, j.PayloadErr = DecodePayload(r.Payload)
 	return j

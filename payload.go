@@ -3,6 +3,7 @@ package dbqueue
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -103,21 +104,17 @@ func (b *Backoff) UnmarshalJSON(data []byte) error {
 		*b = out
 		return nil
 	case len(data) > 0 && data[0] == '"':
+		if out, ok := plainBackoff(data); ok {
+			*b = out
+			return nil
+		}
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {
 			return fmt.Errorf("backoff: %w", err)
 		}
-		var out Backoff
-		for part := range strings.SplitSeq(s, ",") {
-			part = strings.TrimSpace(part)
-			if part == "" {
-				continue
-			}
-			n, err := strconv.Atoi(part)
-			if err != nil {
-				return fmt.Errorf("backoff %q: %q is not a whole number of seconds", s, part)
-			}
-			out = append(out, n)
+		out, err := backoffList(s)
+		if err != nil {
+			return err
 		}
 		*b = out
 		return nil
@@ -128,6 +125,52 @@ func (b *Backoff) UnmarshalJSON(data []byte) error {
 	}
 	*b = Backoff{int(s)}
 	return nil
+}
+
+// backoffList reads Laravel's comma-separated backoff string.
+func backoffList(s string) (Backoff, error) {
+	var out Backoff
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil {
+			return nil, fmt.Errorf("backoff %q: %q is not a whole number of seconds", s, part)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// plainBackoff reads Laravel's "1,5,10" with one allocation, the list; it
+// leaves anything else (escapes, spaces, signs, empty parts) to the
+// general path.
+func plainBackoff(data []byte) (Backoff, bool) {
+	if len(data) < 3 || data[0] != '"' || data[len(data)-1] != '"' {
+		return nil, false
+	}
+	inner := data[1 : len(data)-1]
+	out := make(Backoff, 0, bytes.Count(inner, []byte(","))+1)
+	n, digits := 0, 0
+	for i, c := range inner {
+		switch {
+		case c >= '0' && c <= '9' && digits < 9:
+			n, digits = n*10+int(c-'0'), digits+1
+		case c == ',' && digits > 0:
+			out, n, digits = append(out, n), 0, 0
+		default:
+			return nil, false
+		}
+		if i == len(inner)-1 {
+			if digits == 0 {
+				return nil, false
+			}
+			out = append(out, n)
+		}
+	}
+	return out, true
 }
 
 // MarshalJSON writes null or Laravel's "1,5,10".
@@ -206,21 +249,29 @@ const MaxDelay = 100 * 365 * 24 * time.Hour
 // is returned with the error.
 func DecodePayload(raw []byte) (Payload, error) {
 	var p Payload
-	if decodeFast(raw, &p) && p.Job != "" {
-		return p, nil
+	err := decodePayload(raw, &p)
+	return p, err
+}
+
+// decodePayload is DecodePayload into *p, which a claim has in its Job
+// already: no copy of the struct per job.
+func decodePayload(raw []byte, p *Payload) error {
+	if decodeFast(raw, p) && p.Job != "" {
+		return nil
 	}
-	p = Payload{}
-	if err := json.Unmarshal(raw, &p); err != nil {
+	*p = Payload{}
+	if err := json.Unmarshal(raw, p); err != nil {
 		var id struct {
 			UUID string `json:"uuid"`
 		}
 		_ = json.Unmarshal(raw, &id)
-		return Payload{UUID: id.UUID}, fmt.Errorf("dbqueue: malformed payload: %w", err)
+		*p = Payload{UUID: id.UUID}
+		return fmt.Errorf("dbqueue: malformed payload: %w", err)
 	}
 	if p.Job == "" {
-		return p, fmt.Errorf("dbqueue: malformed payload: no \"job\" name")
+		return fmt.Errorf("dbqueue: malformed payload: no \"job\" name")
 	}
-	return p, nil
+	return nil
 }
 
 // NewJob describes a job to push. Only Name is required; zero values leave
@@ -295,9 +346,8 @@ func (j NewJob) encode() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Payload's field order is Laravel's key order, and its nulls are
-	// the ones PHP expects.
-	return json.Marshal(p)
+	// Laravel's key order, and the nulls PHP expects.
+	return marshalPayload(&p), nil
 }
 
 // envelope validates j and builds its payload.
@@ -379,12 +429,12 @@ func encodeData(v any) (json.RawMessage, error) {
 		if !json.Valid(d) {
 			return nil, fmt.Errorf("json.RawMessage holds invalid JSON")
 		}
-		return d, nil
+		return canonicalJSON(d)
 	case []byte:
 		if !json.Valid(d) {
 			return nil, fmt.Errorf("[]byte data must hold JSON; wrap other bytes in a struct")
 		}
-		return json.RawMessage(d), nil
+		return canonicalJSON(d)
 	}
 	return json.Marshal(v)
 }
@@ -395,5 +445,12 @@ func newUUID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:36], b[10:16])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
 }

@@ -3,7 +3,6 @@ package dbqueue
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
@@ -44,12 +43,8 @@ func (q *Queue) row(j NewJob, edit func(*Payload)) (dialect.PushRow, error) {
 	if edit != nil {
 		edit(&p)
 	}
-	// Payload's field order is Laravel's key order, and its nulls are
-	// the ones PHP expects.
-	payload, err := json.Marshal(p)
-	if err != nil {
-		return dialect.PushRow{}, err
-	}
+	// Laravel's key order, and the nulls PHP expects.
+	payload := marshalPayload(&p)
 	queue := j.Queue
 	if queue == "" {
 		queue = q.queue

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,16 @@ func TestStaleBatchesLeaveTheNextClaimAlone(t *testing.T) {
 		}
 		if lost, err := dbqueue.DeleteMany(ctx, q, []*dbqueue.Job{&stale}); err != nil || len(lost) != 1 {
 			t.Fatalf("stale DeleteMany: lost %d, %v; want the stale job reported lost", len(lost), err)
+		}
+		// Beside jobs of its own, the stale one is still the only one lost,
+		// and the others are deleted.
+		push(t, q, dbqueue.NewJob{Name: "mine"})
+		mine := reserve(t, q, 1)[0]
+		if lost, err := dbqueue.DeleteMany(ctx, q, []*dbqueue.Job{mine, &stale}); err != nil || len(lost) != 1 || lost[0] != &stale {
+			t.Fatalf("DeleteMany of a held and a stale job: lost %v, %v; want only the stale one", lost, err)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", mine.ID); n != 0 {
+			t.Fatal("the held job beside the stale one was not deleted")
 		}
 		if lost, err := dbqueue.DeleteMany(ctx, q, []*dbqueue.Job{b}); err != nil || len(lost) != 0 {
 			t.Fatalf("B's DeleteMany of its own run: lost %d, %v", len(lost), err)
@@ -285,4 +296,148 @@ func holdJobs(t *testing.T, db *dbtest.DB, upTo int64) {
 		t.Fatal(err)
 	}
 	rows.Close()
+}
+
+// MySQL's claim reads candidates from a cursor that moves past what it
+// read. Rows it skipped because another transaction held them must still
+// be claimed once that transaction lets them go, from the cursor moved
+// back or by a look from the start; an empty claim must mean an empty
+// queue; and no claim hands a row out twice.
+func TestCursorClaimComesBackForSkippedRows(t *testing.T) {
+	db := dbtest.New(t, dbqueue.MySQL)
+	q := db.Queue(t)
+	jobs := make([]dbqueue.NewJob, 10)
+	for i := range jobs {
+		jobs[i] = dbqueue.NewJob{Name: "skipped"}
+	}
+	ids, err := q.PushMany(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another transaction holds the first three, as a claim of another
+	// process or a delete reading past them would.
+	tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query("SELECT id FROM jobs WHERE id <= ? FOR UPDATE", ids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	seen := map[int64]bool{}
+	take := func(want int) {
+		t.Helper()
+		got := reserve(t, q, 10)
+		for _, j := range got {
+			if seen[j.ID] {
+				t.Fatalf("job %d handed out twice", j.ID)
+			}
+			seen[j.ID] = true
+		}
+		if len(got) != want {
+			t.Fatalf("reserved %d jobs, want %d", len(got), want)
+		}
+	}
+	// No looks on short claims: the cursor alone must come back.
+	defer dbqueue.SetLookBurst(0)()
+	take(7)
+	take(0) // held: not this claim's to take
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	push(t, q, dbqueue.NewJob{Name: "after"})
+	push(t, q, dbqueue.NewJob{Name: "after"})
+	take(5) // the three let go, behind the new ones: the cursor went back for them
+	take(0)
+	// An empty claim always looks from the start: rows behind the cursor
+	// are found, and StopWhenEmpty stops only on an empty queue. Here
+	// they are the jobs of a transaction that committed after later jobs
+	// were claimed.
+	late, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.PushTx(ctx, late, jobs[:3]...); err != nil {
+		t.Fatal(err)
+	}
+	push(t, q, dbqueue.NewJob{Name: "early"})
+	take(1)
+	if err := late.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	take(3)
+	// Many claims at once over many rows: each row goes to one of them.
+	more := make([]dbqueue.NewJob, 3000)
+	for i := range more {
+		more[i] = dbqueue.NewJob{Name: "skipped"}
+	}
+	if _, err := q.PushMany(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		total int
+		wg    sync.WaitGroup
+	)
+	// Meanwhile another transaction keeps taking brief locks on rows
+	// ahead of the claims, so they skip some and move their cursor back.
+	stop := make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tx, err := db.SQL.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			rows, err := tx.Query("SELECT id FROM jobs WHERE reserved_at IS NULL ORDER BY id LIMIT 20 FOR UPDATE SKIP LOCKED")
+			if err == nil {
+				rows.Close()
+			}
+			_ = tx.Rollback()
+		}
+	}()
+	// Until every job is taken: an empty claim may only mean the holder
+	// has the rest for the moment.
+	claimCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for range 6 {
+		wg.Go(func() {
+			for claimCtx.Err() == nil {
+				got, err := q.Reserve(claimCtx, 100)
+				if err != nil {
+					if claimCtx.Err() == nil {
+						t.Error(err)
+					}
+					return
+				}
+				mu.Lock()
+				for _, j := range got {
+					if seen[j.ID] {
+						t.Errorf("job %d handed out twice", j.ID)
+					}
+					seen[j.ID] = true
+				}
+				total += len(got)
+				done := total >= len(more)
+				mu.Unlock()
+				if done {
+					cancel()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-held
+	if total != len(more) {
+		t.Fatalf("concurrent claims took %d of %d jobs", total, len(more))
+	}
 }

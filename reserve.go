@@ -82,6 +82,7 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, e
 		}
 		jobs = append(jobs, job)
 	}
+	dialect.RecycleRows(rows)
 	slices.SortFunc(jobs, compareJobs)
 	if failErr != nil {
 		// The bad rows stay reserved and come back after retry_after.

@@ -20,7 +20,7 @@ import (
 // dbqueue's (added).
 var wantIndexes = map[dbqueue.Dialect][]string{
 	dbqueue.Postgres: {"jobs_queue_index", "jobs_queue_ready_idx", "jobs_queue_reserved_idx", "failed_jobs_failed_at_idx"},
-	dbqueue.MySQL:    {"jobs_queue_index", "jobs_queue_reserved_available_idx"},
+	dbqueue.MySQL:    {"jobs_queue_index", "jobs_queue_available_idx"},
 	dbqueue.SQLite:   {"jobs_queue_index", "jobs_queue_ready_idx", "jobs_queue_reserved_idx", "failed_jobs_failed_at_idx"},
 }
 

@@ -147,6 +147,7 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 	derived := []struct{ field, name string }{
 		{"Jobs", t.prefixed(VersionTable) + "_lock"},
 		{"Jobs", t.Jobs + "_queue_reserved_available_idx"},
+		{"Jobs", t.Jobs + "_queue_available_idx"},
 		{"Jobs", t.Jobs + "_queue_reserved_idx"},
 		{"Jobs", t.batchesName()},
 		{"Failed", t.Failed + "_failed_at_idx"},

@@ -55,7 +55,7 @@ func TestTwoTableSets(t *testing.T) {
 		db.Exec(t, "INSERT INTO billing_failed (uuid, connection, queue, payload, exception) VALUES ('u', 'database', 'default', '{}', 'boom')")
 		for _, idx := range map[dbqueue.Dialect][]string{
 			dbqueue.Postgres: {"billing_jobs_queue_ready_idx", "billing_jobs_queue_reserved_idx", "billing_failed_failed_at_idx"},
-			dbqueue.MySQL:    {"billing_jobs_queue_reserved_available_idx", "billing_failed_uuid_unique", "billing_failed_failed_at_idx"},
+			dbqueue.MySQL:    {"billing_jobs_queue_available_idx", "billing_failed_uuid_unique", "billing_failed_failed_at_idx"},
 			dbqueue.SQLite:   {"billing_jobs_queue_ready_idx", "billing_jobs_queue_reserved_idx", "billing_failed_failed_at_idx"},
 		}[db.Dialect] {
 			if !indexExists(t, db, idx) {
@@ -177,7 +177,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}

@@ -70,7 +70,7 @@ func classify(err error) sqldb.Class {
 		if strings.Contains(my.Message, "WSREP") {
 			return sqldb.Retryable
 		}
-	case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
+	case 1146, 1054, 1176: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR, ER_KEY_DOES_NOT_EXITS (the claim index: migrate)
 		return sqldb.Missing
 	}
 	return sqldb.Other

@@ -34,7 +34,7 @@ type Dialect interface {
 	Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error)
 	// DeleteHeld deletes the rows still held by the reservations given,
 	// and returns those it deleted.
-	DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) (map[Key]bool, error)
+	DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error)
 	// ReleaseHeld puts held rows back, each after its delay (seconds) and
 	// with its new payload when not nil, and returns those it released.
 	ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error)
@@ -126,7 +126,8 @@ type JobRow struct {
 	Queue                  string
 	Payload                []byte
 	Attempts               int
-	ReservedAt             *int64
+	ReservedAt             int64
+	Reserved               bool // ReservedAt is not NULL
 	AvailableAt, CreatedAt int64
 	Token                  int64
 }
@@ -236,8 +237,8 @@ func (t Tables) SignalsName() string {
 	return t.Jobs + "_signals"
 }
 
-// ClaimIndex is the MySQL index the claim is kept on.
-func (t Tables) ClaimIndex() string { return t.Jobs + "_queue_reserved_available_idx" }
+// ClaimIndex is the MySQL index the claim reads: (queue, available_at).
+func (t Tables) ClaimIndex() string { return t.Jobs + "_queue_available_idx" }
 
 // Open returns the dialect of name over tables t for the server ex is
 // connected to, after asking the server who it is: a connection that is
@@ -309,7 +310,7 @@ func ClaimText(d Dialect) string {
 	case *sqlite:
 		return d.claim
 	case *mysql:
-		return d.candidates("")
+		return d.fromCursor + "\n" + fmt.Sprintf(d.fromStart, "")
 	}
 	return ""
 }

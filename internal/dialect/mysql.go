@@ -3,27 +3,27 @@ package dialect
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
-
-// mysqlClaimRounds bounds how many sets of candidates one claim tries when
-// other claimers hold the first ones.
-const mysqlClaimRounds = 8
 
 // maxClaim bounds one claim (the queue's own limit).
 const maxClaim = 1000
 
 // mysql claims in two steps in a READ COMMITTED transaction (candidates
 // from the claim index without locks, then those rows by primary key with
-// SKIP LOCKED), and learns what a finish changed by locking first where
-// it has no RETURNING (MySQL 8; MariaDB has DELETE … RETURNING).
+// SKIP LOCKED; see mysql_claim.go), and learns what a finish changed by
+// locking first where it has no RETURNING (MySQL 8; MariaDB has DELETE …
+// RETURNING).
 type mysql struct {
 	*common
 	mariaDB bool
 	idStep  int64
-	// from starts each candidate arm; due rechecks a locked row.
-	from, due, expired, ready string
+	// due rechecks a locked row; fromCursor and fromStart read candidates.
+	due, fromCursor, fromStart string
+	// cursors holds each queue's *claimCursor.
+	cursors sync.Map
 }
 
 func newMySQL(t Tables, mariaDB bool, idStep int64) *mysql {
@@ -37,104 +37,23 @@ func newMySQL(t Tables, mariaDB bool, idStep int64) *mysql {
 	c := newCommon("mysql", t, "UNIX_TIMESTAMP()", epoch, timestamp)
 	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP())" +
 		" ON DUPLICATE KEY UPDATE connection = VALUES(connection), queue = VALUES(queue), payload = VALUES(payload), exception = VALUES(exception), failed_at = VALUES(failed_at)"
+	c.ints = mysqlInt
 	m := &mysql{common: c, mariaDB: mariaDB, idStep: max(idStep, 1)}
-	m.expired, m.ready = c.claimArms()
-	// The index hint keeps the claim on the index whose order is the
-	// claim's order: a plan that sorts would lock every row it reads.
-	m.from = "SELECT id FROM " + c.jobs + " FORCE INDEX (" + t.ClaimIndex() + ") WHERE "
 	m.due = "((reserved_at IS NULL AND available_at <= " + c.now + ") OR (reserved_at IS NOT NULL AND reserved_at <= " + c.now + " - ?))"
+	// The index hint keeps both reads on the index whose order is the
+	// claim's order. The cursor's bound is written out: MariaDB ranges
+	// only on (queue, available_at) for a row comparison.
+	from := "SELECT id, available_at FROM " + c.jobs + " FORCE INDEX (" + t.ClaimIndex() + ") WHERE "
+	m.fromCursor = from + "queue = ? AND (available_at > ? OR (available_at = ? AND id > ?)) AND available_at <= " + c.now +
+		" ORDER BY available_at, id LIMIT ?"
+	// Expired reservations are behind now too (available_at <= reserved_at):
+	// the bound keeps the read a range that stops short of delayed rows.
+	m.fromStart = from + "queue = ? AND %savailable_at <= " + c.now + " AND (reserved_at IS NULL OR reserved_at <= " + c.now + " - ?)" +
+		" ORDER BY available_at, id LIMIT ?"
 	return m
 }
 
-// candidates lists ids to claim without locking, each arm skipping the ids
-// in skip ("id NOT IN (…) AND " or ""); params: queue, retryAfter, m,
-// queue, m, m.
-func (m *mysql) candidates(skip string) string {
-	return "(" + m.from + skip + m.expired + ") UNION ALL (" + m.from + skip + m.ready + ") LIMIT ?"
-}
-
 func (m *mysql) FailedTxOptions() sqldb.TxOptions { return sqldb.TxOptions{ReadCommitted: true} }
-
-// Claim lists candidates (expired reservations, then ready rows, in claim
-// order), locks those still due by primary key with SKIP LOCKED, then marks
-// them reserved (MySQL has no UPDATE … RETURNING). A locking read through
-// the secondary index took three times as long.
-func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	var rows []JobRow
-	err := sqldb.InTx(ctx, db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-		rows = rows[:0]
-		var now int64
-		lockRows := func(ids []int64, limit int) error {
-			rs, err := tx.Query(ctx, "SELECT "+jobColumns+", "+m.now+" FROM "+m.jobs+" WHERE id IN ("+sqldb.Ints(ids)+
-				") AND "+m.due+" LIMIT ? FOR UPDATE SKIP LOCKED", retryAfter, limit)
-			if err != nil {
-				return err
-			}
-			defer rs.Close()
-			for rs.Next() {
-				r, err := scanJob(rs, &now)
-				if err != nil {
-					return err
-				}
-				rows = append(rows, r)
-			}
-			return rs.Err()
-		}
-		// Twice as many candidates as wanted: other claimers may hold some.
-		// When they hold so many that the lock step comes back short, look
-		// further, past the candidates already tried, before reporting the
-		// queue empty: an empty claim makes StopWhenEmpty workers exit and
-		// pollers back off while jobs wait.
-		want := min(2*n, 2*maxClaim)
-		var tried []int64
-		for round := 0; round < mysqlClaimRounds && len(rows) < n; round++ {
-			skip := ""
-			if len(tried) > 0 {
-				skip = "id NOT IN (" + sqldb.Ints(tried) + ") AND "
-			}
-			ids, err := scanInts(tx.Query(ctx, m.candidates(skip), queue, retryAfter, want, queue, want, want))
-			if err != nil {
-				return err
-			}
-			if len(ids) == 0 {
-				break // no other candidates: mark what earlier rounds locked
-			}
-			if err := lockRows(ids, n-len(rows)); err != nil {
-				return err
-			}
-			if len(ids) < want {
-				break // every candidate was read: there are no others
-			}
-			tried = append(tried, ids...)
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		ids := make([]int64, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
-		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET reserved_at = ?, "+claimSet+" WHERE id IN ("+sqldb.Ints(ids)+")", now); err != nil {
-			return err
-		}
-		for i := range rows {
-			if rows[i].Attempts < MaxAttempts {
-				rows[i].Attempts++
-			}
-			rows[i].Token++
-			at := now
-			rows[i].ReservedAt = &at
-		}
-		return nil
-	})
-	if err != nil {
-		// The rows were marked in a transaction that did not commit (on
-		// Galera, a claim on another node may have won them at commit):
-		// none of them is this claim's.
-		return nil, err
-	}
-	return rows, nil
-}
 
 // lockHeld finds which reservations are still held, locking their rows:
 // MySQL 8's way to learn what a statement without RETURNING will change.
@@ -142,25 +61,25 @@ func (m *mysql) lockHeld(ctx context.Context, tx sqldb.Tx, held []Held) (map[Key
 	return collectKeys(tx.Query(ctx, "SELECT id, reservation_token FROM "+m.jobs+heldWhere(held)+" FOR UPDATE"))
 }
 
-func (m *mysql) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) (map[Key]bool, error) {
+func (m *mysql) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
 	if m.mariaDB {
 		return m.deleteHeldReturning(ctx, db, held)
 	}
-	var gone map[Key]bool
+	var gone []Key
 	err := sqldb.InTx(ctx, db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
 		still, err := m.lockHeld(ctx, tx, held)
 		if err != nil || len(still) == 0 {
-			gone = still
 			return err
 		}
 		ids := make([]int64, 0, len(still))
 		for k := range still {
 			ids = append(ids, k.ID)
+			gone = append(gone, k)
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM "+m.jobs+" WHERE id IN ("+sqldb.Ints(ids)+")"); err != nil {
+			gone = nil
 			return err
 		}
-		gone = still
 		return nil
 	})
 	return gone, err
@@ -189,6 +108,13 @@ func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map
 		released = still
 		return nil
 	})
+	for _, r := range rs {
+		if r.Delay == 0 && err == nil {
+			// Due at once: where the cursor may have passed it.
+			m.forceLooks()
+			break
+		}
+	}
 	return released, err
 }
 

@@ -3,6 +3,8 @@ package dialect
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -48,7 +50,7 @@ ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` FOR UPDATE SKIP LOCK
 due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
 FROM due WHERE jobs.id = due.id
-RETURNING jobs.id, jobs.queue, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at, jobs.reservation_token`)
+RETURNING jobs.id, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at, jobs.reservation_token`)
 	p.deleteA = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
@@ -66,7 +68,8 @@ func (p *postgres) NotifyChannel() string { return p.channel }
 var errNoCopy = errors.New("dbqueue: this connection cannot COPY")
 
 func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	return collectJobs(db.Query(ctx, p.claim, queue, retryAfter, n, queue, n, n))
+	rows, err := db.Query(ctx, p.claim, queue, retryAfter, n, queue, n, n)
+	return collectClaim(rows, err, queue, n)
 }
 
 func heldArrays(held []Held) (ids, tokens []int64, attempts []int32) {
@@ -77,9 +80,10 @@ func heldArrays(held []Held) (ids, tokens []int64, attempts []int32) {
 	return ids, tokens, attempts
 }
 
-func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) (map[Key]bool, error) {
+func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
 	ids, tokens, attempts := heldArrays(held)
-	return collectKeys(db.Query(ctx, p.deleteA, ids, tokens, attempts))
+	rows, err := db.Query(ctx, p.deleteA, ids, tokens, attempts)
+	return scanKeys(rows, err, len(held), plainInt)
 }
 
 func (p *postgres) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
@@ -105,18 +109,78 @@ SELECT ins.id FROM ins CROSS JOIN (SELECT count(pg_notify('` + p.channel + `', q
   (SELECT DISTINCT queue AS q FROM ins WHERE available_at <= ` + p.now + `) d) n`
 }
 
+// Insert writes rows with one of four statements whose text never
+// changes: the rows travel as arrays. A multi-row VALUES list was a
+// statement of ~130 bytes per row for the server to parse and plan on
+// every push, and three boxed parameters per row on the Go side. The usual
+// push — one queue, no delays — sends the queue once and the payloads as
+// the one array. Ids are drawn in the arrays' order (ORDER BY ord), as a
+// VALUES list draws them in its own.
 func (p *postgres) Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, notify bool) ([]int64, error) {
-	var wrap func(string) string
-	if notify {
-		wrap = p.notifyWrap
+	oneQueue, timed := true, false
+	for _, r := range rows {
+		oneQueue = oneQueue && r.Queue == rows[0].Queue
+		timed = timed || r.At != 0 || r.Absolute
 	}
-	return p.insertReturning(ctx, ex, rows, wrap)
+	// Payloads go as strings: pgx would send [][]byte as bytea[] when it
+	// does not ask the server for the parameter's type (exec and simple
+	// protocol modes, as under PgBouncer), and bytea[]::text[] is hex.
+	payloads := make([]string, len(rows))
+	for i, r := range rows {
+		payloads[i] = string(r.Payload)
+	}
+	var queues any = rows[0].Queue
+	if !oneQueue {
+		list := make([]string, len(rows))
+		for i, r := range rows {
+			list[i] = r.Queue
+		}
+		queues = list
+	}
+	args := []any{queues, payloads}
+	if timed {
+		ats, absolute := make([]int64, len(rows)), make([]bool, len(rows))
+		for i, r := range rows {
+			ats[i], absolute[i] = r.At, r.Absolute
+		}
+		args = append(args, ats, absolute)
+	}
+	query := p.insert(oneQueue, timed)
+	if notify {
+		query = p.notifyWrap(query)
+	}
+	ids, err := scanInts(ex.Query(ctx, query, args...))
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) != len(rows) {
+		return nil, fmt.Errorf("insert returned %d ids for %d rows", len(ids), len(rows))
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
-// CopyIn writes rows with COPY in one transaction and returns their ids in
-// order. The ids are drawn from the table's own sequence first and written
-// explicitly, and available_at and created_at are computed from the
-// database's clock, read in the same transaction, as the INSERT does.
+// insert is Insert's statement: $1 the queue (or a text[] of them), $2 the
+// payloads, and, when timed, $3 the delays or times and $4 which are times.
+func (p *postgres) insert(oneQueue, timed bool) string {
+	from, queue, cols := "unnest($1::text[], $2::text[]", "r.queue", "queue, payload"
+	if oneQueue {
+		from, queue, cols = "unnest($2::text[]", "$1::text", "payload"
+	}
+	available := "n.now"
+	if timed {
+		from += ", $3::bigint[], $4::bool[]"
+		cols += ", at, absolute"
+		available = "CASE WHEN r.absolute THEN r.at ELSE n.now + r.at END"
+	}
+	return `INSERT INTO ` + p.jobs + ` (queue, payload, attempts, reserved_at, available_at, created_at)
+SELECT ` + queue + `, r.payload, 0, NULL, ` + available + `, n.now
+FROM ` + from + `) WITH ORDINALITY AS r(` + cols + `, ord)
+CROSS JOIN (SELECT ` + p.now + ` AS now) n
+ORDER BY r.ord
+RETURNING id`
+}
+
 func (p *postgres) CopyIn(ctx context.Context, db sqldb.DB, rows []PushRow, notify bool) ([]int64, bool, error) {
 	if _, ok := db.(sqldb.Copier); !ok {
 		return nil, false, nil
