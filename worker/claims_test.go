@@ -170,3 +170,31 @@ func lockWhenParked(t *testing.T, db *dbtest.DB, ran *atomic.Int64, deadline tim
 	}
 	return lock
 }
+
+// Runners wake the claim loop only when there is room for a batch: the
+// loop turns a few times per claim, not once per finished job (a
+// goroutine switch per job, when it did).
+func TestLoopWakesPerBatchNotPerJob(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	q := db.Queue(t)
+	var turns, ran atomic.Int64
+	w, _ := newWorker(t, q, worker.Options{
+		Concurrency: 20, Prefetch: 480, StopWhenEmpty: true,
+		Events: worker.Events{Looping: func(context.Context) { turns.Add(1) }},
+	})
+	w.Handle("job", func(context.Context, *dbqueue.Job) error { ran.Add(1); return nil })
+	const n = 10_000
+	pushN(t, q, n, dbqueue.NewJob{Name: "job"})
+	if err := runUntil(t, w, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != n {
+		t.Fatalf("ran %d of %d jobs", ran.Load(), n)
+	}
+	// 20 claims of 500 take ~140 turns; waking the loop for every finished
+	// job took ~460 (the wake-ups that found it busy merge).
+	if got := turns.Load(); got > n/40 {
+		t.Fatalf("the loop turned %d times for %d jobs", got, n)
+	}
+	t.Logf("%d turns for %d jobs", turns.Load(), n)
+}

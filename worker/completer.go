@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -17,46 +16,23 @@ const (
 )
 
 type completer struct {
-	w    *Worker
-	in   chan *dbqueue.Job
-	done chan struct{}
-	// mu guards closed: a runner Run stopped waiting for (a handler that
-	// ignored cancellation) may still finish a job after close.
-	mu     sync.RWMutex
-	closed bool
+	w     *Worker
+	batch *batcher[*dbqueue.Job]
 }
 
 func newCompleter(w *Worker) *completer {
-	c := &completer{w: w, in: make(chan *dbqueue.Job, completeBatch), done: make(chan struct{})}
-	go c.loop()
+	c := &completer{w: w}
+	c.batch = newBatcher(completeBatch, completeDelay, c.flush)
 	return c
 }
 
-// add queues job's delete; after close it deletes the job by itself.
-func (c *completer) add(job *dbqueue.Job) {
-	c.mu.RLock()
-	if !c.closed {
-		c.in <- job
-		c.mu.RUnlock()
-		return
-	}
-	c.mu.RUnlock()
-	c.flush([]*dbqueue.Job{job})
-}
+// add queues job's delete; after close it deletes the job by itself (a
+// runner Run stopped waiting for, with a handler that ignored
+// cancellation, may still finish a job after close).
+func (c *completer) add(job *dbqueue.Job) { c.batch.add(job) }
 
 // close writes what is pending and waits for it.
-func (c *completer) close() {
-	c.mu.Lock()
-	c.closed = true
-	close(c.in)
-	c.mu.Unlock()
-	<-c.done
-}
-
-func (c *completer) loop() {
-	defer close(c.done)
-	gather(c.in, completeBatch, completeDelay, c.flush)
-}
+func (c *completer) close() { c.batch.close() }
 
 // flush deletes a batch, retrying database trouble until the oldest
 // reservation in it is about to expire.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -103,7 +104,7 @@ func (w *Worker) Handle(name string, fn HandlerFunc, opts ...HandlerOption) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, dup := w.handlers[name]; dup {
+	if _, dup := w.handlerMap()[name]; dup {
 		panic("worker: a handler for " + name + " is already registered")
 	}
 	h := &handler{run: fn}
@@ -120,7 +121,12 @@ func (w *Worker) Handle(name string, fn HandlerFunc, opts ...HandlerOption) {
 		panic("worker: Handle(" + name + ") with a nil middleware")
 	}
 	h.run = chain(h.run, w.opts.Middleware, h.middleware)
-	w.handlers[name] = h
+	handlers := maps.Clone(w.handlerMap())
+	if handlers == nil {
+		handlers = map[string]*handler{}
+	}
+	handlers[name] = h
+	w.handlers.Store(&handlers)
 }
 
 // HandleJSON registers a handler that gets the job's JSON data decoded into

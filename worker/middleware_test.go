@@ -105,8 +105,8 @@ func TestNoMiddlewareCallsHandlerDirectly(t *testing.T) {
 	if err := runUntil(t, w, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(caller, "worker.(*run).process") {
-		t.Fatalf("handler called from %q, want the worker's process itself", caller)
+	if !strings.Contains(caller, "worker.(*run).call") {
+		t.Fatalf("handler called from %q, want the worker's own call", caller)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -62,10 +63,7 @@ const runOnceBatch = 1000
 // results so far, only when no job could be claimed for a database error
 // or when no handler is registered.
 func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
-	w.mu.Lock()
-	none := len(w.handlers) == 0
-	w.mu.Unlock()
-	if none {
+	if len(w.handlerMap()) == 0 {
 		return nil, errors.New("worker: RunOnce: no handlers registered: call Handle or Register first")
 	}
 	sig, err := readSignals(ctx, w.ext, w.opts.Queues)
@@ -101,8 +99,11 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	}
 
 	r := &run{w: w, started: time.Now(), freed: make(chan struct{}, 1)}
+	r.wakeAt.Store(math.MaxInt64)
 	r.jobCtx, r.cancelJobs = context.WithCancel(ctx)
 	defer r.cancelJobs()
+	// RunOnce's context ending cancels the handlers running.
+	defer context.AfterFunc(ctx, r.cancelRunning)()
 	r.paused.Store(&sig.paused)
 	var mu sync.Mutex
 	results := make(map[*dbqueue.Job]*Result, len(jobs))
@@ -116,19 +117,18 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	r.done = newCompleter(w)
 	r.releases = newReleaser(w.q)
 
-	slots := make(chan struct{}, w.opts.Concurrency)
+	// Concurrency slots, each taken by one job's goroutine at a time.
+	free := make(chan *slot, w.opts.Concurrency)
+	for range w.opts.Concurrency {
+		free <- r.newSlot()
+	}
 	var wg sync.WaitGroup
 	for _, job := range jobs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			r.inFlight.Add(1)
-			defer r.inFlight.Add(-1)
-			if ctx.Err() != nil {
-				r.finish(job, func() { r.giveBack(job, "RunOnce's context ended before the job started") })
-				return
-			}
-			r.process(job)
+		sl := <-free
+		wg.Add(1)
+		go r.once(sl, job, func() {
+			free <- sl
+			wg.Done()
 		})
 	}
 	wg.Wait()
@@ -147,6 +147,32 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// once runs one of RunOnce's jobs on sl, then calls done; a handler that
+// ends the goroutine (runtime.Goexit) leaves the job to a new goroutine.
+func (r *run) once(sl *slot, job *dbqueue.Job, done func()) {
+	r.inFlight.Add(1)
+	defer func() {
+		if o := sl.orphan; o != nil {
+			sl.orphan = nil
+			go func() {
+				defer func() { // deferred: a hook may end this goroutine too
+					r.inFlight.Add(-1)
+					done()
+				}()
+				r.afterCall(sl, o.a, o.res)
+			}()
+			return
+		}
+		r.inFlight.Add(-1)
+		done()
+	}()
+	if r.jobCtx.Err() != nil {
+		r.finish(job, func() { r.giveBack(job, "RunOnce's context ended before the job started") })
+		return
+	}
+	r.process(sl, job)
 }
 
 // outcomeOf reads a job's log line (see run.logJob) as a Result.

@@ -38,11 +38,9 @@ type result struct {
 // reports whether it counted the job as processed itself (a job abandoned
 // to a handler that ignores its context is counted when abandoned, so
 // MaxJobs and StopWhenEmpty still stop the worker).
-func (r *run) process(job *dbqueue.Job) (counted bool) {
+func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 	w := r.w
-	received := time.Now()
-	// The database's clock at reservation, moved on by our monotonic clock.
-	dbNow := func() time.Time { return job.ReservedAt.Add(time.Since(received)) }
+	dbNow := dbClock{at: job.ReservedAt, received: time.Now()}
 	ev := w.opts.Events
 	ctx := r.jobCtx
 
@@ -77,7 +75,7 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 		switch {
 		case r.batchCancelled(job):
 			r.discardCancelled(job)
-		case p.RetryUntil != nil && dbNow().Unix() > *p.RetryUntil,
+		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil,
 			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
 		case h == nil:
@@ -95,84 +93,106 @@ func (r *run) process(job *dbqueue.Job) (counted bool) {
 		return false
 	}
 
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	done := make(chan result, 1)
 	begun := time.Now()
-	go func() {
-		var err error
-		defer func() {
-			if v := recover(); v != nil {
-				err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-			}
-			done <- result{err: err, took: time.Since(begun)}
-		}()
-		err = h.run(hctx, job)
-	}()
+	a := &attempt{parent: ctx, deadline: begun.Add(timeout), job: job, h: h, maxTries: maxTries, begun: begun, dbNow: dbNow}
+	sl.start(a, timeout)
+	res := r.call(sl, a)
+	// call returned: the handler did not end the goroutine. (With
+	// GODEBUG=panicnil=1, panic(nil) recovers as nil and looks like it.)
+	sl.orphan = nil
+	return r.afterCall(sl, a, res)
+}
 
-	var res result
-	select {
-	case res = <-done:
-	case <-hctx.Done():
-		if !errors.Is(hctx.Err(), context.DeadlineExceeded) {
-			// The worker is stopping and cancelled the job after its grace
-			// period. However long the handler takes to return, that is not
-			// a timeout: the job is given back once it does (below), or
-			// left reserved if Run has returned by then.
-			res = <-done
-			break
-		}
-		// Past the timeout: give the handler a moment to notice its
-		// context before deciding without it.
-		abandon := time.NewTimer(abandonAfter)
-		select {
-		case res = <-done:
-			abandon.Stop()
-		case <-abandon.C:
-			r.stuck.Add(1)
-			failed := false
+// afterCall writes the outcome of an attempt whose handler returned res.
+func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
+	sl.end()
+	// Whatever the handler left running on its context ends with the job.
+	defer a.finish()
+	w, job, ctx := r.w, a.job, r.jobCtx
+	if !a.state.CompareAndSwap(attemptRunning, attemptReturned) {
+		// The timer gave up on the handler and decided the job (abandon),
+		// and counted it.
+		<-a.decided
+		r.stuck.Add(-1)
+		if !a.failed && res.err == nil {
+			// It finished after all while its reservation still stood:
+			// the work is done, so do not run it again.
 			r.finish(job, func() {
-				failed = r.timedOut(job, h, maxTries, time.Since(begun), dbNow, false)
-				w.log.Error("handler ignores its context; its goroutine is held until it returns", "id", job.ID, "name", job.Name())
+				var err error
+				if w.ext.Linked(job) {
+					err = r.finishLinked(job, nil)
+				} else {
+					err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
+				}
+				r.logJob(job, res.took, "done late", err)
 			})
-			// Decided: count it now, so MaxJobs and StopWhenEmpty do not
-			// wait for a handler that may never return.
-			r.processed.Add(1)
-			r.signal()
-			late := <-done
-			r.stuck.Add(-1)
-			if !failed && late.err == nil {
-				// It finished after all while its reservation still stood:
-				// the work is done, so do not run it again.
-				r.finish(job, func() {
-					var err error
-					if w.ext.Linked(job) {
-						err = r.finishLinked(job, nil)
-					} else {
-						err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
-					}
-					r.logJob(job, late.took, "done late", err)
-				})
-			}
-			return true
 		}
+		return true
 	}
-	r.finish(job, func() { r.outcome(job, h, maxTries, hctx, res, dbNow) })
+	r.finish(job, func() { r.outcome(job, a.h, a.maxTries, a, res, a.dbNow) })
 	return false
 }
 
+// errPanicNil is a handler's error when it panicked with nil and
+// GODEBUG=panicnil=1 made recover return nil.
+var errPanicNil = errors.New("panic: nil (the handler panicked with a nil value)")
+
+// errGoexit is a handler's error when it ended its goroutine with
+// runtime.Goexit (t.FailNow in a test's handler does).
+var errGoexit = errors.New("the handler called runtime.Goexit (t.Fatal or t.FailNow in a handler?): the job did not finish")
+
+// call runs the handler on this goroutine, turning a panic into an error
+// with its stack. A handler that ends the goroutine (runtime.Goexit)
+// leaves the attempt in sl.orphan, for whoever started the goroutine to
+// finish on another (see run.runner).
+func (r *run) call(sl *slot, a *attempt) (res result) {
+	returned := false
+	defer func() {
+		res.took = time.Since(a.begun)
+		if returned {
+			return
+		}
+		if v := recover(); v != nil {
+			res.err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+			return
+		}
+		// runtime.Goexit: this goroutine is ending, and whoever started
+		// it finishes the job on another. (Or panic(nil) under
+		// GODEBUG=panicnil=1, when call returns after all.)
+		res.err = errPanicNil
+		sl.orphan = &orphan{a: a, res: result{err: errGoexit, took: res.took}}
+	}()
+	res.err = a.h.run(a, a.job)
+	returned = true
+	return res
+}
+
+// orphan is an attempt whose handler ended its goroutine.
+type orphan struct {
+	a   *attempt
+	res result
+}
+
+// dbClock is the database's clock at the job's reservation, moved on by
+// this process's monotonic clock since the job was received.
+type dbClock struct{ at, received time.Time }
+
+func (c dbClock) now() time.Time { return c.at.Add(time.Since(c.received)) }
+
 // outcome acts on what the handler returned.
-func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.Context, res result, dbNow func() time.Time) {
+func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.Context, res result, dbNow dbClock) {
 	ev, ctx := r.w.opts.Events, r.jobCtx
-	var o *outcome
-	errors.As(res.err, &o)
-	switch {
-	case res.err == nil:
+	if res.err == nil {
 		r.complete(job)
 		r.logJob(job, res.took, "done", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
+		return
+	}
+	var o *outcome
+	errors.As(res.err, &o)
+	switch {
 	case o != nil && o.kind == outcomeDiscard:
 		r.complete(job)
 		r.logJob(job, res.took, "deleted", nil)
@@ -200,14 +220,14 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 // exception is Laravel's handleJobException: fail the job if this was its
 // last try, its retryUntil has passed or it reached maxExceptions;
 // otherwise release it with its backoff.
-func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, dbNow func() time.Time) {
+func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, dbNow dbClock) {
 	w, p, ctx := r.w, &job.Payload, r.jobCtx
 	if fn := w.opts.Events.JobExceptionOccurred; fn != nil {
 		fn(ctx, job, res.err)
 	}
 	exceptions := p.Exceptions + 1
 	switch {
-	case p.RetryUntil != nil && dbNow().Unix() >= *p.RetryUntil,
+	case p.RetryUntil != nil && dbNow.now().Unix() >= *p.RetryUntil,
 		p.RetryUntil == nil && maxTries > 0 && job.Attempts >= maxTries,
 		p.MaxExceptions != nil && *p.MaxExceptions > 0 && exceptions >= *p.MaxExceptions:
 		r.fail(job, h, res.took, res.err)
@@ -237,14 +257,14 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 // failOnTimeout, its tries are spent or its retryUntil passed; otherwise
 // released with its backoff when the handler returned, or left reserved
 // (back after retry_after) when the handler is still running.
-func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Duration, dbNow func() time.Time, returned bool) (failed bool) {
+func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Duration, dbNow dbClock, returned bool) (failed bool) {
 	w, p, ctx := r.w, &job.Payload, r.jobCtx
 	if fn := w.opts.Events.JobTimedOut; fn != nil {
 		fn(ctx, job)
 	}
 	cause := fmt.Errorf("%s %w", job.Name(), ErrTimeout)
 	if p.FailOnTimeout ||
-		p.RetryUntil != nil && dbNow().Unix() >= *p.RetryUntil ||
+		p.RetryUntil != nil && dbNow.now().Unix() >= *p.RetryUntil ||
 		p.RetryUntil == nil && maxTries > 0 && job.Attempts >= maxTries {
 		r.fail(job, h, took, cause)
 		return true

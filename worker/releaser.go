@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -23,15 +22,10 @@ const (
 )
 
 type releaser struct {
-	q    *dbqueue.Queue
-	in   chan releaseReq
-	done chan struct{}
+	q     *dbqueue.Queue
+	batch *batcher[releaseReq]
 	// flushed, when set (by tests), hears the size of each batch written.
 	flushed func(n int)
-	// mu guards closed: a runner Run stopped waiting for (a handler that
-	// ignored cancellation) may still release a job after close.
-	mu     sync.RWMutex
-	closed bool
 }
 
 type releaseReq struct {
@@ -44,8 +38,7 @@ func newReleaser(q *dbqueue.Queue) *releaser {
 }
 
 func startReleaser(rl *releaser) *releaser {
-	rl.in, rl.done = make(chan releaseReq, releaseBatch), make(chan struct{})
-	go rl.loop()
+	rl.batch = newBatcher(releaseBatch, releaseDelay, rl.flush)
 	return rl
 }
 
@@ -61,36 +54,18 @@ func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Du
 			return fmt.Errorf("worker: release job %d: %w", job.ID, err)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	req := releaseReq{r: dbqueue.Releasing{Job: job, Delay: delay, Payload: payload}, err: make(chan error, 1)}
-	rl.mu.RLock()
-	if rl.closed {
-		rl.mu.RUnlock()
-		rl.flush([]releaseReq{req})
-		return <-req.err
-	}
-	select {
-	case rl.in <- req:
-	case <-ctx.Done():
-		rl.mu.RUnlock()
-		return ctx.Err()
-	}
-	rl.mu.RUnlock()
+	// After close, written by this goroutine alone (a runner Run stopped
+	// waiting for may still release a job).
+	rl.batch.add(req)
 	return <-req.err
 }
 
 // close writes what is pending and waits for it.
-func (rl *releaser) close() {
-	rl.mu.Lock()
-	rl.closed = true
-	close(rl.in)
-	rl.mu.Unlock()
-	<-rl.done
-}
-
-func (rl *releaser) loop() {
-	defer close(rl.done)
-	gather(rl.in, releaseBatch, releaseDelay, rl.flush)
-}
+func (rl *releaser) close() { rl.batch.close() }
 
 func (rl *releaser) flush(batch []releaseReq) {
 	rs := make([]dbqueue.Releasing, len(batch))

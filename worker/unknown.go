@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/dbqueue/dbqueue"
 )
@@ -14,9 +13,9 @@ import (
 // the job is released for UnknownKindBackoff, for a worker that has the
 // handler. The attempt counts: a job no worker handles is failed when its
 // tries run out or its retryUntil passes, with an error naming it.
-func (r *run) unknownKind(job *dbqueue.Job, maxTries int, dbNow func() time.Time) {
+func (r *run) unknownKind(job *dbqueue.Job, maxTries int, dbNow dbClock) {
 	w, p, ctx := r.w, &job.Payload, r.jobCtx
-	if p.RetryUntil != nil && dbNow().Unix() >= *p.RetryUntil ||
+	if p.RetryUntil != nil && dbNow.now().Unix() >= *p.RetryUntil ||
 		p.RetryUntil == nil && maxTries > 0 && job.Attempts >= maxTries {
 		tries := "unlimited"
 		if maxTries > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"math"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -31,8 +32,10 @@ type Worker struct {
 	// the rate jobs finish at (prefetcher), up to opts.Prefetch.
 	adaptive bool
 
-	mu       sync.Mutex
-	handlers map[string]*handler
+	mu sync.Mutex
+	// handlers is replaced, never changed, under mu (Handle), so runners
+	// read it without a lock.
+	handlers atomic.Pointer[map[string]*handler]
 	// batchCallbacks by batch name (OnBatch), under mu; cancelledBatches
 	// caches the ids of batches seen cancelled.
 	batchCallbacks   map[string]BatchCallbacks
@@ -58,22 +61,27 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 	}
 	return &Worker{
 		q: q, ext: extOf(q), opts: opts, weights: newWeights(opts), adaptive: adaptive,
-		log:      opts.Logger.With("worker", opts.Name),
-		handlers: map[string]*handler{},
+		log: opts.Logger.With("worker", opts.Name),
 	}, nil
 }
 
 // handlerFor finds the handler of a job: by its name, then, for Laravel
 // string jobs ("Class@method"), by the class alone.
 func (w *Worker) handlerFor(job *dbqueue.Job) *handler {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	name := job.Name()
-	if h, ok := w.handlers[name]; ok {
+	handlers := w.handlerMap()
+	if h, ok := handlers[job.Name()]; ok {
 		return h
 	}
 	if d := job.Payload.DisplayName; d != "" {
-		return w.handlers[d]
+		return handlers[d]
+	}
+	return nil
+}
+
+// handlerMap is the handlers registered so far.
+func (w *Worker) handlerMap() map[string]*handler {
+	if m := w.handlers.Load(); m != nil {
+		return *m
 	}
 	return nil
 }
@@ -83,16 +91,23 @@ type run struct {
 	w       *Worker
 	started time.Time
 
-	ready     chan *dbqueue.Job // reserved jobs waiting for a goroutine
-	freed     chan struct{}     // a goroutine finished a job
-	inFlight  atomic.Int64      // reserved and not yet finished
-	reserved  atomic.Int64      // reserved in all
-	processed atomic.Int64      // finished in all
-	stuck     atomic.Int64      // goroutines held by handlers past their timeout
+	ready    chan *dbqueue.Job // reserved jobs waiting for a goroutine
+	freed    chan struct{}     // a goroutine finished a job
+	inFlight atomic.Int64      // reserved and not yet finished
+	// wakeAt is the in-flight count at or below which a finished job
+	// wakes the loop (signal); MaxInt64 wakes it for every job.
+	wakeAt    atomic.Int64
+	reserved  atomic.Int64 // reserved in all
+	processed atomic.Int64 // finished in all
+	stuck     atomic.Int64 // goroutines held by handlers past their timeout
 	stopping  atomic.Bool
 
 	jobCtx     context.Context // parent of every handler's context
 	cancelJobs context.CancelFunc
+	// slots are where handlers run, one per runner goroutine: cancelling
+	// running jobs cancels each slot's attempt (cancelRunning).
+	slotsMu sync.Mutex
+	slots   []*slot
 
 	restartAt atomic.Int64
 	paused    atomic.Pointer[map[string]bool]
@@ -143,18 +158,16 @@ func (r *run) isClosed() bool {
 // an error that working cannot get past (the tables are missing).
 // Database trouble is logged and retried with backoff, never returned.
 func (w *Worker) Run(ctx context.Context) (err error) {
-	w.mu.Lock()
-	if len(w.handlers) == 0 {
-		w.mu.Unlock()
+	if len(w.handlerMap()) == 0 {
 		return errors.New("worker: no handlers registered: call Handle or HandleJSON before Run")
 	}
-	w.mu.Unlock()
 	r := &run{
 		w:       w,
 		started: time.Now(),
 		ready:   make(chan *dbqueue.Job, w.opts.Prefetch),
 		freed:   make(chan struct{}, 1),
 	}
+	r.wakeAt.Store(math.MaxInt64)
 	r.jobCtx, r.cancelJobs = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelJobs()
 	r.paused.Store(&map[string]bool{})
@@ -173,10 +186,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	var runners sync.WaitGroup
 	for range w.opts.Concurrency {
 		runners.Add(1)
-		go func() {
-			defer runners.Done()
-			r.runner()
-		}()
+		go r.runner(r.newSlot(), runners.Done)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	go r.watch(watchCtx, sig.restart)
@@ -207,7 +217,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		w.log.Warn("context ended during the grace period: cancelling running jobs", "running", r.inFlight.Load())
 	}
 	grace.Stop()
-	r.cancelJobs()
+	r.cancelRunning()
 	select {
 	case <-finished:
 	case <-time.After(abandonAfter):
@@ -443,14 +453,29 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			idle = min(idle*2, o.Sleep)
 			continue
 		}
-		// Wait for a claim to come back, or for room for another.
+		// Wait for a claim to come back, or for room for another. Runners
+		// wake the loop only once there is room for a batch: waking it for
+		// every job that finished cost a goroutine switch per job.
+		if o.MaxJobs == 0 {
+			wakeAt := int64(-1) // no claim can start: wait for a result
+			if empty == nil && len(queues) > 0 && outstanding < o.Claims {
+				wakeAt = capacity - claiming - minBatch
+			}
+			r.wakeAt.Store(wakeAt)
+			if r.inFlight.Load() <= wakeAt {
+				r.wakeAt.Store(math.MaxInt64)
+				continue // room came while the threshold was set
+			}
+		} // with MaxJobs, every finished job wakes it: it stops on their count
 		var c claim
 		select {
 		case c = <-results:
 		case <-r.freed:
-			continue
 		case <-ctx.Done():
-			continue
+		}
+		r.wakeAt.Store(math.MaxInt64)
+		if c.n == 0 {
+			continue // woken, not a claim
 		}
 		deliver(c)
 		if c.err != nil {
@@ -533,22 +558,52 @@ func (r *run) activeQueues() []string {
 	return active
 }
 
-// runner runs jobs from the ready channel until it is closed.
-func (r *run) runner() {
+// runner runs jobs from the ready channel on sl until it is closed, then
+// calls done. A handler that ends the goroutine (runtime.Goexit) hands
+// the runner on to a new goroutine, which finishes that job first.
+func (r *run) runner(sl *slot, done func()) {
+	defer func() {
+		if o := sl.orphan; o != nil {
+			sl.orphan = nil
+			go r.carryOn(sl, o, done)
+			return
+		}
+		done()
+	}()
 	for job := range r.ready {
 		counted := false
 		if r.stopping.Load() {
 			r.finish(job, func() { r.giveBack(job, "worker stopping before the job started") })
 		} else {
-			counted = r.process(job)
+			counted = r.process(sl, job)
 		}
-		r.inFlight.Add(-1)
-		if !counted {
-			r.processed.Add(1)
-		}
-		if rest := r.w.opts.Rest; rest > 0 && !r.stopping.Load() {
-			time.Sleep(rest)
-		}
+		r.jobDone(counted)
+	}
+}
+
+// carryOn finishes the job whose handler ended its runner's goroutine,
+// then runs as that runner. Deferred, so a hook that ends this goroutine
+// too still leaves the job counted and a runner running.
+func (r *run) carryOn(sl *slot, o *orphan, done func()) {
+	counted := false
+	defer func() {
+		r.jobDone(counted)
+		go r.runner(sl, done)
+	}()
+	counted = r.afterCall(sl, o.a, o.res)
+}
+
+// jobDone accounts for a job its runner is done with.
+func (r *run) jobDone(counted bool) {
+	if !counted {
+		r.processed.Add(1)
+	}
+	// Counted before the loop is told, which reads the counts.
+	n := r.inFlight.Add(-1)
+	if rest := r.w.opts.Rest; rest > 0 && !r.stopping.Load() {
+		time.Sleep(rest)
+	}
+	if n <= r.wakeAt.Load() {
 		r.signal()
 	}
 }
