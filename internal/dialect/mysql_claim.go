@@ -402,6 +402,11 @@ func (m *mysql) firstSkipped(ctx context.Context, tx sqldb.Tx, cs []candidate, l
 			missing = append(missing, c.id)
 		}
 	}
+	if len(missing) == 0 {
+		// Every candidate is this claim's: the ones left out were rows an
+		// earlier round had locked already.
+		return nil, nil
+	}
 	still, err := scanCandidates(tx.Query(ctx, "SELECT id, available_at FROM "+m.jobs+" WHERE id IN ("+sqldb.Ints(missing)+
 		") AND reserved_at IS NULL ORDER BY available_at, id LIMIT 1"))
 	if err != nil || len(still) == 0 {
