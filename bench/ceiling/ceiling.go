@@ -71,12 +71,30 @@ const Schema = "ceiling_bench"
 // insertBatch is how many rows one multi-row INSERT carries.
 const insertBatch = 1_000
 
-// Payload is a Laravel-style job envelope of realistic size; every row gets
-// the same one (the loop never reads it beyond fetching it).
+// Payload is a Laravel-style job envelope of realistic size. Each row gets
+// its own copy with its own uuid (see payloads), as every real job has one:
+// a push cannot share one payload between rows.
 const Payload = `{"uuid":"7f0c0a8e-5f3b-4a39-9d7b-2f0e5d6c1b11","displayName":"App\\Jobs\\Bench",` +
 	`"job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,` +
 	`"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,` +
 	`"data":{"commandName":"App\\Jobs\\Bench","command":"{\"num\":0}"},"createdAt":1700000000,"delay":null}`
+
+// payloads returns k payloads, each Payload with a uuid of its own. Until
+// 2026-11-24 the ceilings pushed one shared payload per statement (a bound
+// parameter or session variable named once), which no queue can do; the
+// end-to-end ceiling then paid for parsing and storing a few bytes per row
+// where dbqueue sends each job's ~400.
+func payloads(k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		n := payloadSeq.Add(1)
+		out[i] = fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(n>>48), n&(1<<48-1)) + Payload[len(`{"uuid":"7f0c0a8e-5f3b-4a39-9d7b-2f0e5d6c1b11`):]
+		out[i] = `{"uuid":"` + out[i]
+	}
+	return out
+}
+
+var payloadSeq atomic.Uint64
 
 // claimed is one reserved job: its id and the attempts value our reservation
 // wrote, which the ownership-checked delete matches on.

@@ -96,7 +96,7 @@ func (m *MariaDB) Enqueue(ctx context.Context, n int) error {
 	for n > 0 {
 		k := min(n, insertBatch)
 		vals := placeholders(k, func(b *strings.Builder, _ int) {
-			b.WriteString("(@q, @p, 0, @now, @now)")
+			b.WriteString("(@q, ?, 0, @now, @now)")
 		})
 		// Session variables carry the shared values once per statement;
 		// a transaction keeps the SET and the INSERT on one connection.
@@ -104,12 +104,16 @@ func (m *MariaDB) Enqueue(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "SET @q = ?, @p = ?, @now = UNIX_TIMESTAMP()", m.o.Queue, Payload); err != nil {
+		if _, err := tx.ExecContext(ctx, "SET @q = ?, @now = UNIX_TIMESTAMP()", m.o.Queue); err != nil {
 			tx.Rollback()
 			return err
 		}
+		args := make([]any, 0, k)
+		for _, pl := range payloads(k) {
+			args = append(args, pl)
+		}
 		q := "INSERT INTO " + Schema + ".jobs (queue, payload, attempts, available_at, created_at) VALUES " + vals
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			tx.Rollback()
 			return err
 		}

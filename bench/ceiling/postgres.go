@@ -110,16 +110,20 @@ func (p *PG) Reset(ctx context.Context) error {
 	return err
 }
 
-// Enqueue inserts n rows with multi-row INSERTs of up to 1,000 rows.
+// Enqueue inserts n rows with multi-row INSERTs of up to 1,000 rows: $1
+// the queue, then one payload per row.
 func (p *PG) Enqueue(ctx context.Context, n int) error {
 	for n > 0 {
 		k := min(n, insertBatch)
-		// $1 queue, $2 payload; every row shares them, as in a bulk push.
-		vals := placeholders(k, func(b *strings.Builder, _ int) {
-			b.WriteString("($1, $2, 0, " + pgNow + ", " + pgNow + ")")
+		vals := placeholders(k, func(b *strings.Builder, i int) {
+			b.WriteString("($1, $" + itoa(i+2) + ", 0, " + pgNow + ", " + pgNow + ")")
 		})
 		q := "INSERT INTO " + Schema + ".jobs (queue, payload, attempts, available_at, created_at) VALUES " + vals
-		if _, err := p.pool.Exec(ctx, q, p.o.Queue, Payload); err != nil {
+		args := []any{p.o.Queue}
+		for _, pl := range payloads(k) {
+			args = append(args, pl)
+		}
+		if _, err := p.pool.Exec(ctx, q, args...); err != nil {
 			return err
 		}
 		n -= k

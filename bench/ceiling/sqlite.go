@@ -107,11 +107,15 @@ func (s *SQLite) Reset(ctx context.Context) error {
 func (s *SQLite) Enqueue(ctx context.Context, n int) error {
 	for n > 0 {
 		k := min(n, insertBatch)
-		vals := placeholders(k, func(b *strings.Builder, _ int) {
-			b.WriteString("(?1, ?2, 0, " + sqliteNow + ", " + sqliteNow + ")")
+		vals := placeholders(k, func(b *strings.Builder, i int) {
+			b.WriteString("(?1, ?" + itoa(i+2) + ", 0, " + sqliteNow + ", " + sqliteNow + ")")
 		})
 		q := "INSERT INTO jobs (queue, payload, attempts, available_at, created_at) VALUES " + vals
-		if _, err := s.db.ExecContext(ctx, q, s.o.Queue, Payload); err != nil {
+		args := []any{s.o.Queue}
+		for _, pl := range payloads(k) {
+			args = append(args, pl)
+		}
+		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
 		n -= k
