@@ -219,15 +219,18 @@ type intDest func(p *int64) any
 // plainInt scans into the pointer itself.
 func plainInt(p *int64) any { return p }
 
-func scanInts(rows sqldb.Rows, err error) ([]int64, error) {
+func scanInts(rows sqldb.Rows, err error, ints intDest) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var ids []int64
+	var (
+		ids  []int64
+		id   int64
+		dest = ints(&id)
+	)
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(dest); err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)
@@ -351,7 +354,8 @@ func (c *common) insertReturning(ctx context.Context, ex sqldb.Execer, rows []Pu
 		if wrap != nil {
 			query = wrap(query)
 		}
-		got, err := scanInts(ex.Query(ctx, c.rebind(query), args...))
+		rs, err := ex.Query(ctx, c.rebind(query), args...)
+		got, err := scanInts(rs, err, c.ints)
 		if err != nil {
 			return nil, err
 		}

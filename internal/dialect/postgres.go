@@ -149,7 +149,8 @@ func (p *postgres) Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, 
 	if notify {
 		query = p.notifyWrap(query)
 	}
-	ids, err := scanInts(ex.Query(ctx, query, args...))
+	rs, err := ex.Query(ctx, query, args...)
+	ids, err := scanInts(rs, err, plainInt)
 	if err != nil {
 		return nil, err
 	}

@@ -140,7 +140,8 @@ func (s *sqlite) Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, _ 
 			}
 		}
 		b.WriteString(") AS r, (SELECT " + s.now + " AS now) AS n RETURNING id")
-		got, err := scanInts(ex.Query(ctx, b.String(), args...))
+		rs, err := ex.Query(ctx, b.String(), args...)
+		got, err := scanInts(rs, err, plainInt)
 		if err != nil {
 			return nil, err
 		}
