@@ -122,9 +122,9 @@ func (b *batcher[T]) loop() {
 		clear(batch) // no references to finished jobs kept
 		spare = batch
 		if closed {
-			if rest, _ := b.take(nil); len(rest) > 0 {
-				b.flush(rest) // added between take and close: none can come later
-			}
+			// take saw closed under the lock that add checks it under:
+			// nothing was added after this batch, and add writes alone
+			// from now on.
 			return
 		}
 	}

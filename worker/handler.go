@@ -14,7 +14,13 @@ import (
 // HandlerFunc runs one job. Returning nil deletes the job; an error retries
 // it (or fails it when out of tries); ReleaseAfter, FailNow and Discard
 // say what to do instead. The context ends at the job's timeout and when
-// the worker stops.
+// the worker stops, and once the job is finished.
+//
+// Handlers run on the worker's own long-lived goroutines, one after
+// another, not on a goroutine per job: a handler that changes its
+// goroutine (runtime.LockOSThread, pprof labels via pprof.SetGoroutineLabels)
+// must undo it before it returns. Work a handler starts with go statements
+// is its own; the context it was given ends with the job.
 type HandlerFunc func(ctx context.Context, job *dbqueue.Job) error
 
 // FailedFunc is called once when a job is finally failed, like a Laravel
