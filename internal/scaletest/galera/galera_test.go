@@ -115,7 +115,7 @@ func testCertificationConflict(t *testing.T, c *dbtest.Cluster) {
 	}
 	t.Logf("second committer: %v", err)
 	for i, db := range dbs {
-		if n := db.Count(t, "SELECT attempts FROM jobs WHERE id = ?", id); n != 1 {
+		if n := syncedCount(t, db, "SELECT attempts FROM jobs WHERE id = ?", id); n != 1 {
 			t.Errorf("node %d: job attempts = %d, want 1 (only the winner's claim)", i+1, n)
 		}
 	}
@@ -255,6 +255,28 @@ func waitVisible(t *testing.T, dbs []*dbtest.DB, id int64) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// syncedCount is db.Count on a session with wsrep_sync_wait = 1: the read
+// waits until the node has applied every write the cluster committed
+// before it, so a commit on another node a moment ago is seen.
+func syncedCount(t *testing.T, db *dbtest.DB, query string, args ...any) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 0")
+	var n int
+	if err := conn.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func queueOn(t testing.TB, db *dbtest.DB, opts ...dbqueue.Option) *dbqueue.Queue {
