@@ -230,11 +230,14 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 	err := sqldb.InTx(ctx, db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
 		rows, moved, back = claimRows(n), false, nil
 		var now int64
-		// lock locks the candidates still due, leaving out any this claim
+		// take locks the candidates still due, leaving out any this claim
 		// holds already: a cursor that another claim moved back can hand a
 		// round rows an earlier round locked, and FOR UPDATE would return
-		// them again.
-		lock := func(ids []int64) error {
+		// them again. A candidate it could not lock that is still
+		// unreserved becomes where the cursor goes back to (back).
+		take := func(cs []candidate) (taken int, err error) {
+			before := len(rows)
+			ids := candidateIDs(cs)
 			if len(rows) > 0 {
 				mine := make(map[int64]bool, len(rows))
 				for _, r := range rows {
@@ -242,13 +245,23 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 				}
 				ids = slices.DeleteFunc(ids, func(id int64) bool { return mine[id] })
 				if len(ids) == 0 {
-					return nil
+					return 0, nil
 				}
 			}
 			rs, err := tx.Query(ctx, "SELECT "+mysqlLockColumns+", "+m.now+" FROM "+m.jobs+" WHERE id IN ("+sqldb.Ints(ids)+
 				") AND "+m.due+" FOR UPDATE SKIP LOCKED", retryAfter)
-			rows, err = appendClaimed(rows, rs, err, queue, mysqlInt, mysqlInt(&now))
-			return err
+			if rows, err = appendClaimed(rows, rs, err, queue, mysqlInt, mysqlInt(&now)); err != nil {
+				return 0, err
+			}
+			taken = len(rows) - before
+			if taken < len(cs) {
+				at, err := m.firstSkipped(ctx, tx, cs, rows)
+				if err != nil {
+					return 0, err
+				}
+				back = earlier(back, at)
+			}
+			return taken, nil
 		}
 		look := cur.lookNow(time.Now(), false, false)
 		if !look {
@@ -270,16 +283,8 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 					return err
 				}
 				if len(cs) > 0 {
-					before := len(rows)
-					if err := lock(candidateIDs(cs)); err != nil {
+					if _, err := take(cs); err != nil {
 						return err
-					}
-					if len(rows)-before < len(cs) {
-						at, err := m.firstSkipped(ctx, tx, cs, rows)
-						if err != nil {
-							return err
-						}
-						back = earlier(back, at)
 					}
 				}
 				if len(cs) < want {
@@ -310,20 +315,13 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 				if len(cs) == 0 {
 					break
 				}
-				before := len(rows)
-				if err := lock(candidateIDs(cs)); err != nil {
+				taken, err := take(cs)
+				if err != nil {
 					return err
-				}
-				if len(rows)-before < len(cs) {
-					at, err := m.firstSkipped(ctx, tx, cs, rows)
-					if err != nil {
-						return err
-					}
-					back = earlier(back, at)
 				}
 				end := cs[len(cs)-1]
 				again = len(cs) == want && cur.behind(end.av, end.id)
-				if len(cs) < want || len(rows)-before == len(cs) {
+				if len(cs) < want || taken == len(cs) {
 					break // every candidate read, or every one taken
 				}
 				tried = append(tried, candidateIDs(cs)...)
