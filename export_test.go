@@ -11,7 +11,7 @@ import (
 // explain_test.go to check that the claim SELECTs it EXPLAINs are still the
 // ones in use.
 func StatementsText(d Dialect, mariaDB bool) string {
-	sd, err := dialect.For(string(d), dialect.DefaultTables, mariaDB, 1)
+	sd, err := dialect.For(string(d), dialect.DefaultTables, dialect.MySQLServer{MariaDB: mariaDB})
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +50,7 @@ func WithKey(raw []byte, key string, value any) ([]byte, error)    { return with
 
 // NowSQL is d's SQL for the database clock in Unix seconds.
 func NowSQL(d Dialect) string {
-	sd, err := dialect.For(string(d), dialect.DefaultTables, false, 1)
+	sd, err := dialect.For(string(d), dialect.DefaultTables, dialect.MySQLServer{})
 	if err != nil {
 		panic(err)
 	}

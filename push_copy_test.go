@@ -161,7 +161,12 @@ func TestPushKeepsEveryByte(t *testing.T) {
 			defer q.Close()
 			data := json.RawMessage(`{"s":"it's \"quoted\" \\ back\\\\slashed \\' \u0000 \n\t ☃ 😀 App\\Jobs\\Send"}`)
 			queue := `q'\"😀`
-			jobs := []dbqueue.NewJob{{Name: `App\Jobs\It's`, Queue: queue, Data: data}, {Name: "two", Queue: queue, Data: data, Delay: time.Second}}
+			// No backslash: MySQL gets it quoted rather than in hex.
+			plain := json.RawMessage(`{"s":"it's '' ? -- /* ☃ 😀 ` + "\x7f" + `"}`)
+			// Too large to go as a literal: MySQL gets it as a parameter.
+			large := json.RawMessage(`{"s":"` + strings.Repeat("it's ☃ ", 100_000) + `"}`)
+			jobs := []dbqueue.NewJob{{Name: `App\Jobs\It's`, Queue: queue, Data: data}, {Name: "two", Queue: queue, Data: data, Delay: time.Second},
+				{Name: "plain 'quoted'", Queue: queue, Data: plain}, {Name: "large", Queue: queue, Data: large}}
 			ids, err := q.PushMany(ctx, jobs)
 			if err != nil {
 				t.Fatalf("%s: %v", dsn, err)
@@ -179,9 +184,9 @@ func TestPushKeepsEveryByte(t *testing.T) {
 				if err := json.Unmarshal(p.Data, &got); err != nil {
 					t.Fatal(err)
 				}
-				json.Unmarshal(data, &want)
+				json.Unmarshal(jobs[i].Data.(json.RawMessage), &want)
 				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("job %d: data %s, want %s", i, p.Data, data)
+					t.Fatalf("job %d: data %.200s, want %.200s", i, p.Data, jobs[i].Data)
 				}
 			}
 			db.Exec(t, "DELETE FROM jobs")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -222,6 +223,67 @@ func TestPushManyIdsWithAutoIncrementStep(t *testing.T) {
 			t.Fatalf("PushMany returned %v, the table holds %v", ids, stored)
 		}
 	}
+}
+
+// Pushes that run at once each get their rows' own ids back. MariaDB
+// counts a statement's ids from the first where innodb_autoinc_lock_mode
+// promises them consecutive, rather than reading them back: a count that
+// interleaved with another push's rows would hand out another job's id.
+func TestPushManyIdsUnderConcurrentPushes(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		const pushers, pushes, perPush = 6, 8, 50
+		names := make(map[int64]string, pushers*pushes*perPush)
+		var (
+			mu   sync.Mutex
+			wg   sync.WaitGroup
+			errs = make(chan error, pushers)
+		)
+		for p := range pushers {
+			wg.Go(func() {
+				for n := range pushes {
+					jobs := make([]dbqueue.NewJob, perPush)
+					for i := range jobs {
+						jobs[i] = dbqueue.NewJob{Name: fmt.Sprintf("p%d-%d-%d", p, n, i)}
+					}
+					ids, err := q.PushMany(ctx, jobs)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for i, id := range ids {
+						if prev, dup := names[id]; dup {
+							errs <- fmt.Errorf("id %d returned for %s and for %s", id, prev, jobs[i].Name)
+						}
+						names[id] = jobs[i].Name
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		seen := 0
+		for {
+			got := reserve(t, q, 1000)
+			if len(got) == 0 {
+				break
+			}
+			for _, j := range got {
+				seen++
+				if want := names[j.ID]; j.Name() != want {
+					t.Fatalf("job %d holds %q, but PushMany returned its id for %q", j.ID, j.Name(), want)
+				}
+			}
+		}
+		if seen != pushers*pushes*perPush {
+			t.Fatalf("reserved %d jobs, pushed %d", seen, pushers*pushes*perPush)
+		}
+	})
 }
 
 // Durations too large for Laravel's seconds arithmetic saturate or are

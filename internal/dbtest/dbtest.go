@@ -166,7 +166,7 @@ func (db *DB) Timestamp(expr string) string {
 }
 
 func (db *DB) sql() dialect.Dialect {
-	d, err := dialect.For(string(db.Dialect), dialect.DefaultTables, false, 1)
+	d, err := dialect.For(string(db.Dialect), dialect.DefaultTables, dialect.MySQLServer{})
 	if err != nil {
 		panic(err)
 	}

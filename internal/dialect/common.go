@@ -345,29 +345,6 @@ func (c *common) insertSQL(rows []PushRow) (string, []any) {
 	return b.String(), args
 }
 
-// insertReturning is Insert where INSERT … RETURNING exists.
-func (c *common) insertReturning(ctx context.Context, ex sqldb.Execer, rows []PushRow, wrap func(string) string) ([]int64, error) {
-	ids := make([]int64, 0, len(rows))
-	for chunk := range slices.Chunk(rows, insertChunk) {
-		query, args := c.insertSQL(chunk)
-		query += " RETURNING id"
-		if wrap != nil {
-			query = wrap(query)
-		}
-		rs, err := ex.Query(ctx, c.rebind(query), args...)
-		got, err := scanInts(rs, err, c.ints)
-		if err != nil {
-			return nil, err
-		}
-		if len(got) != len(chunk) {
-			return nil, errors.New("insert returned " + strconv.Itoa(len(got)) + " ids for " + strconv.Itoa(len(chunk)) + " rows")
-		}
-		slices.Sort(got) // ids are drawn in VALUES order
-		ids = append(ids, got...)
-	}
-	return ids, nil
-}
-
 func (c *common) CopyIn(context.Context, sqldb.DB, []PushRow, bool) ([]int64, bool, error) {
 	return nil, false, nil
 }

@@ -244,7 +244,7 @@ func (t Tables) ClaimIndex() string { return t.Jobs + "_queue_available_idx" }
 // connected to, after asking the server who it is: a connection that is
 // not of that database fails here, with an error that says so.
 func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
-	d, err := For(name, t, false, 1)
+	d, err := For(name, t, MySQLServer{})
 	if err != nil {
 		return nil, err
 	}
@@ -270,24 +270,43 @@ WHERE attrelid = to_regclass($1) AND attname = 'failed_at' AND NOT attisdropped)
 	if err := ex.QueryRow(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, fmt.Errorf("dbqueue: read the server version: %w", err)
 	}
-	mariaDB := strings.Contains(strings.ToLower(version), "mariadb")
-	idStep := int64(1)
-	if !mariaDB {
-		// MySQL 8 reports only the first id of a multi-row INSERT; the rest
-		// follow auto_increment_increment apart (Group Replication
-		// multi-primary sets it above 1).
-		if err := ex.QueryRow(ctx, "SELECT @@auto_increment_increment").Scan(&idStep); err != nil {
-			return nil, fmt.Errorf("dbqueue: read auto_increment_increment: %w", err)
+	srv := MySQLServer{MariaDB: strings.Contains(strings.ToLower(version), "mariadb")}
+	// A multi-row INSERT's ids follow auto_increment_increment apart from
+	// the first (Group Replication multi-primary and Galera set it above
+	// 1). MySQL 8 reports only the first, so it counts on that; MariaDB
+	// does too where innodb_autoinc_lock_mode (0 or 1) promises a statement
+	// consecutive ids, and otherwise (2, which Galera requires) reads them
+	// back with RETURNING. A server that will not say keeps RETURNING.
+	var lockMode int64 = 2
+	q := "SELECT @@auto_increment_increment, @@innodb_autoinc_lock_mode"
+	if err := ex.QueryRow(ctx, q).Scan(&srv.IDStep, &lockMode); err != nil {
+		if !srv.MariaDB {
+			if err := ex.QueryRow(ctx, "SELECT @@auto_increment_increment").Scan(&srv.IDStep); err != nil {
+				return nil, fmt.Errorf("dbqueue: read auto_increment_increment: %w", err)
+			}
 		}
+		lockMode = 2
 	}
-	return For(name, t, mariaDB, idStep)
+	srv.ConsecutiveIDs = lockMode < 2
+	return For(name, t, srv)
+}
+
+// MySQLServer is what the MySQL dialect needs to know of its server.
+type MySQLServer struct {
+	// MariaDB has DELETE … RETURNING and INSERT … RETURNING.
+	MariaDB bool
+	// IDStep is auto_increment_increment: how far apart the ids of a
+	// multi-row INSERT are (1 when 0).
+	IDStep int64
+	// ConsecutiveIDs: innodb_autoinc_lock_mode is 0 or 1, so a multi-row
+	// INSERT draws its ids IDStep apart from the first one it reports,
+	// and MariaDB needs no RETURNING to know them.
+	ConsecutiveIDs bool
 }
 
 // For returns the dialect of name ("postgres", "mysql", "sqlite") over
-// tables t. mariaDB and idStep matter to MySQL only: MariaDB has
-// RETURNING, and MySQL 8 needs auto_increment_increment to know the ids of
-// a multi-row INSERT.
-func For(name string, t Tables, mariaDB bool, idStep int64) (Dialect, error) {
+// tables t; srv matters to MySQL only.
+func For(name string, t Tables, srv MySQLServer) (Dialect, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
@@ -295,7 +314,7 @@ func For(name string, t Tables, mariaDB bool, idStep int64) (Dialect, error) {
 	case "postgres":
 		return newPostgres(t, false), nil
 	case "mysql":
-		return newMySQL(t, mariaDB, idStep), nil
+		return newMySQL(t, srv), nil
 	case "sqlite":
 		return newSQLite(t), nil
 	}

@@ -19,14 +19,17 @@ const maxClaim = 1000
 type mysql struct {
 	*common
 	mariaDB bool
-	idStep  int64
+	// returning: the ids of an INSERT are read back with RETURNING rather
+	// than counted from the first.
+	returning bool
+	idStep    int64
 	// due rechecks a locked row; fromCursor and fromStart read candidates.
 	due, fromCursor, fromStart string
 	// cursors holds each queue's *claimCursor.
 	cursors sync.Map
 }
 
-func newMySQL(t Tables, mariaDB bool, idStep int64) *mysql {
+func newMySQL(t Tables, srv MySQLServer) *mysql {
 	// failed_at holds UTC wall time as the session shows it, as PHP writes
 	// it: counted from the epoch's wall time rather than through
 	// UNIX_TIMESTAMP, which would read it in the session's time_zone, and
@@ -38,7 +41,7 @@ func newMySQL(t Tables, mariaDB bool, idStep int64) *mysql {
 	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP())" +
 		" ON DUPLICATE KEY UPDATE connection = VALUES(connection), queue = VALUES(queue), payload = VALUES(payload), exception = VALUES(exception), failed_at = VALUES(failed_at)"
 	c.ints = mysqlInt
-	m := &mysql{common: c, mariaDB: mariaDB, idStep: max(idStep, 1)}
+	m := &mysql{common: c, mariaDB: srv.MariaDB, returning: srv.MariaDB && !srv.ConsecutiveIDs, idStep: max(srv.IDStep, 1)}
 	m.due = "((reserved_at IS NULL AND available_at <= " + c.now + ") OR (reserved_at IS NOT NULL AND reserved_at <= " + c.now + " - ?))"
 	// The index hint keeps both reads on the index whose order is the
 	// claim's order. The cursor's bound is written out: MariaDB ranges
@@ -116,28 +119,6 @@ func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map
 		}
 	}
 	return released, err
-}
-
-// Insert uses RETURNING on MariaDB, which gives the ids a multi-row INSERT
-// drew whatever auto_increment_increment is (Galera steps it by the node
-// count). MySQL 8 reports the first id; the others follow idStep apart.
-func (m *mysql) Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, _ bool) ([]int64, error) {
-	if m.mariaDB {
-		return m.insertReturning(ctx, ex, rows, nil)
-	}
-	ids := make([]int64, 0, len(rows))
-	for start := 0; start < len(rows); start += insertChunk {
-		chunk := rows[start:min(start+insertChunk, len(rows))]
-		query, args := m.insertSQL(chunk)
-		res, err := ex.Exec(ctx, query, args...)
-		if err != nil {
-			return nil, err
-		}
-		for i := range chunk {
-			ids = append(ids, res.LastInsertID+int64(i)*m.idStep)
-		}
-	}
-	return ids, nil
 }
 
 func (m *mysql) SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error {
