@@ -17,6 +17,15 @@ type postgres struct {
 	*common
 	channel                  string
 	claim, deleteA, releaseA string
+	// deleteOne deletes held rows that share one reservation token and
+	// attempts count, as the rows of one claim usually do: the ids travel
+	// alone, 12 bytes a job where three arrays took 32. pgx grows its
+	// parameter and message buffers from a few hundred bytes for every
+	// statement, so a 500-job delete allocated about 260 bytes a job; with
+	// one array it allocates about 90. (id = ANY($1) instead of the join
+	// on unnest cost the server 13.7 µs a job instead of 10.4 on
+	// PostgreSQL 15.)
+	deleteOne string
 }
 
 // newPostgres builds the dialect; zoneless says failed_at is a timestamp
@@ -54,6 +63,9 @@ RETURNING jobs.id, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available
 	p.deleteA = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
+	p.deleteOne = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[]) AS held(id)
+WHERE jobs.id = held.id AND jobs.reservation_token = $2 AND jobs.attempts = $3 AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, jobs.reservation_token`
 	p.releaseA = `UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload)
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
@@ -80,7 +92,23 @@ func heldArrays(held []Held) (ids, tokens []int64, attempts []int32) {
 	return ids, tokens, attempts
 }
 
+// oneReservation reports whether every row of held carries the same
+// reservation token and attempts count.
+func oneReservation(held []Held) bool {
+	return len(held) > 0 && !slices.ContainsFunc(held[1:], func(h Held) bool {
+		return h.Token != held[0].Token || h.Attempts != held[0].Attempts
+	})
+}
+
 func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
+	if oneReservation(held) {
+		ids := make([]int64, len(held))
+		for i, h := range held {
+			ids[i] = h.ID
+		}
+		rows, err := db.Query(ctx, p.deleteOne, ids, held[0].Token, held[0].Attempts)
+		return scanKeys(rows, err, len(held), plainInt)
+	}
 	ids, tokens, attempts := heldArrays(held)
 	rows, err := db.Query(ctx, p.deleteA, ids, tokens, attempts)
 	return scanKeys(rows, err, len(held), plainInt)
