@@ -10,6 +10,12 @@ import (
 
 // Job is a reserved job: a row of the jobs table that the caller holds
 // until it deletes, releases or fails it, or retry_after passes.
+//
+// A claim allocates its Jobs 32 at a time and copies their payloads into
+// shared 32 KiB blocks, which cuts the garbage collector's work per job.
+// Each Job and payload is its own to read, change and append to, but one
+// kept long after it is finished keeps its neighbours' memory too: keep
+// the ID or a copy of what you need rather than the *Job.
 type Job struct {
 	ID    int64
 	Queue string
@@ -44,10 +50,10 @@ func (j *Job) Decode(v any) error {
 	return nil
 }
 
-// newJob builds a Job from a claimed row; the error says why its payload
-// did not decode (the Job is usable for Fail all the same).
-func newJob(r dialect.JobRow, expires time.Time) (*Job, error) {
-	j := &Job{
+// newJob fills j, a zero Job, from a claimed row; the error says why its
+// payload did not decode (the Job is usable for Fail all the same).
+func newJob(j *Job, r dialect.JobRow, expires time.Time) error {
+	*j = Job{
 		ID: r.ID, Queue: r.Queue, Attempts: r.Attempts, RawPayload: r.Payload,
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
 		expires: expires, token: r.Token,
@@ -55,7 +61,7 @@ func newJob(r dialect.JobRow, expires time.Time) (*Job, error) {
 	if r.Reserved {
 		j.ReservedAt = time.Unix(r.ReservedAt, 0)
 	}
-	return j, decodePayload(r.Payload, &j.Payload)
+	return decodePayload(r.Payload, &j.Payload)
 }
 
 // held is the reservation the job's claim drew.

@@ -109,15 +109,17 @@ func (p *Payload) set(key, v []byte) bool {
 	case "headers":
 		return p.Headers.UnmarshalJSON(v) == nil
 	case "data":
-		// Validated by the scanner, kept as written.
-		p.Data = json.RawMessage(v)
+		// Validated by the scanner, kept as written. The capacity is cut
+		// at its end: appending to Data copies it rather than writing over
+		// the rest of RawPayload.
+		p.Data = json.RawMessage(v[:len(v):len(v)])
 		return true
 	case "batchId":
 		return null || str(v, &p.BatchID, false)
 	case "chained":
 		// Kept as written, as encoding/json keeps a RawMessage (null
 		// included); only a list is a chain (Payload.chain).
-		p.Chained = json.RawMessage(v)
+		p.Chained = json.RawMessage(v[:len(v):len(v)])
 		return true
 	}
 	// encoding/json matches keys without regard to case: leave "Timeout"

@@ -27,6 +27,25 @@ type slot struct {
 	// orphan is set by call, on the slot's goroutine, when a handler
 	// ended that goroutine: the job is finished on another.
 	orphan *orphan
+	// attempts are the slot's next attempts, allocated attemptChunk at a
+	// time (see newAttempt).
+	attempts []attempt
+}
+
+// attemptChunk is how many attempts a slot allocates at once.
+const attemptChunk = 32
+
+// newAttempt is a zero attempt for the slot's next job. Attempts are
+// never reused, since a handler may keep its context, but they are
+// allocated in chunks: the collector's work follows the number of objects
+// as well as their bytes. A context kept past its job keeps its chunk.
+func (s *slot) newAttempt() *attempt {
+	if len(s.attempts) == 0 {
+		s.attempts = make([]attempt, attemptChunk)
+	}
+	a := &s.attempts[0]
+	s.attempts = s.attempts[1:]
+	return a
 }
 
 // newSlot makes a slot and lists it in r, so that stopping the worker

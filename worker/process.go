@@ -94,7 +94,8 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 	}
 
 	begun := time.Now()
-	a := &attempt{parent: ctx, deadline: begun.Add(timeout), job: job, h: h, maxTries: maxTries, begun: begun, dbNow: dbNow}
+	a := sl.newAttempt()
+	a.parent, a.deadline, a.job, a.h, a.maxTries, a.begun, a.dbNow = ctx, begun.Add(timeout), job, h, maxTries, begun, dbNow
 	sl.start(a, timeout)
 	res := r.call(sl, a)
 	// call returned: the handler did not end the goroutine. (With

@@ -148,24 +148,25 @@ func collectClaim(rs sqldb.Rows, err error, queue string, n int, extra ...any) (
 }
 
 // appendClaimed appends claimed rows (claimColumns, then extra) to rows.
-// One set of scan targets serves every row, so a claim allocates its
-// payloads and little else.
+// One set of scan targets serves every row, and the payloads share
+// blocks (payloadArena), so a claim allocates a few blocks and little
+// else.
 func appendClaimed(rows []JobRow, rs sqldb.Rows, err error, queue string, ints intDest, extra ...any) ([]JobRow, error) {
 	if err != nil {
 		return rows, err
 	}
 	defer rs.Close()
 	var (
-		r   JobRow
-		att int64
+		r       JobRow
+		att     int64
+		payload payloadArena
 	)
-	dest := append([]any{ints(&r.ID), &r.Payload, ints(&att), ints(&r.ReservedAt), ints(&r.AvailableAt), ints(&r.CreatedAt), ints(&r.Token)}, extra...)
+	dest := append([]any{ints(&r.ID), &payload, ints(&att), ints(&r.ReservedAt), ints(&r.AvailableAt), ints(&r.CreatedAt), ints(&r.Token)}, extra...)
 	for rs.Next() {
-		r.Payload = nil // a fresh slice per row: the driver's buffer is reused
 		if err := rs.Scan(dest...); err != nil {
 			return rows, err
 		}
-		r.Queue, r.Attempts, r.Reserved = queue, int(att), true
+		r.Payload, r.Queue, r.Attempts, r.Reserved = payload.last, queue, int(att), true
 		rows = append(rows, r)
 	}
 	return rows, rs.Err()
