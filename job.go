@@ -11,11 +11,12 @@ import (
 // Job is a reserved job: a row of the jobs table that the caller holds
 // until it deletes, releases or fails it, or retry_after passes.
 //
-// A claim allocates its Jobs 32 at a time and copies their payloads into
-// shared 32 KiB blocks, which cuts the garbage collector's work per job.
-// Each Job and payload is its own to read, change and append to, but one
-// kept long after it is finished keeps its neighbours' memory too: keep
-// the ID or a copy of what you need rather than the *Job.
+// A claim allocates its Jobs together, in one slice, and copies their
+// payloads into shared 32 KiB blocks, which cut the garbage collector's
+// work per job by a tenth or more. Each Job and payload is its own to
+// read, change and append to, but a Job kept long after it is finished
+// keeps the memory of its whole claim (up to 1,000 Jobs, about 600 KB
+// with their payloads): keep its ID or a copy of what you need instead.
 type Job struct {
 	ID    int64
 	Queue string

@@ -14,12 +14,6 @@ import (
 // maxReserve bounds one claim.
 const maxReserve = 1000
 
-// jobChunk is how many Jobs a claim allocates at once. The collector's
-// work follows the number of objects as well as their bytes, so a claim
-// of 1,000 allocates 32 chunks rather than 1,000 Jobs; a Job kept after
-// it is finished keeps the 31 others of its chunk (about 12 KB).
-const jobChunk = 32
-
 // ErrAttemptsExhausted is the cause a job is failed with when it has been
 // reserved as often as the attempts column can count (2,147,483,647 times):
 // a job that keeps coming back that often would otherwise overflow the
@@ -77,13 +71,12 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, e
 	}
 	jobs := make([]*Job, 0, len(rows))
 	var failErr error
-	var slab []Job
+	// One allocation for the claim's Jobs: the collector's work follows
+	// the number of objects as well as their bytes, and one large object
+	// costs it less than many small ones (see Job).
+	slab := make([]Job, len(rows))
 	for i, r := range rows {
-		if len(slab) == 0 {
-			slab = make([]Job, min(jobChunk, len(rows)-i))
-		}
-		job := &slab[0]
-		slab = slab[1:]
+		job := &slab[i]
 		badErr := newJob(job, r, expires)
 		if badErr == nil && job.Attempts >= dialect.MaxAttempts {
 			badErr = fmt.Errorf("job %d, attempt %d: %w", job.ID, job.Attempts, ErrAttemptsExhausted)
