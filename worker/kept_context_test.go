@@ -54,3 +54,41 @@ func TestKeptContextsAndJobsStayTheirs(t *testing.T) {
 		}
 	})
 }
+
+// A slot's timer is left armed from job to job and re-armed only when a
+// job's deadline comes before it would fire. A job that runs past its
+// timeout must still be cancelled at its own deadline, whether the quick
+// jobs before it left the timer armed later (a longer timeout) or earlier
+// (the same timeout, started before it) than that deadline.
+func TestTimeoutAfterQuickJobsOnTheSameSlot(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	for _, quickTimeout := range []time.Duration{time.Minute, 2 * time.Second} {
+		t.Run(quickTimeout.String(), func(t *testing.T) {
+			q := db.Queue(t)
+			pushN(t, q, 40, dbqueue.NewJob{Name: "quick"})
+			pushN(t, q, 1, dbqueue.NewJob{Name: "slow"})
+			w, _ := newWorker(t, q, worker.Options{Concurrency: 1, StopWhenEmpty: true, Timeout: time.Minute, Tries: 1})
+			w.Handle("quick", func(context.Context, *dbqueue.Job) error { return nil }, worker.WithTimeout(quickTimeout))
+			ended := make(chan error, 1)
+			var took time.Duration
+			w.Handle("slow", func(ctx context.Context, _ *dbqueue.Job) error {
+				start := time.Now()
+				<-ctx.Done()
+				took = time.Since(start)
+				ended <- ctx.Err()
+				return ctx.Err()
+			}, worker.WithTimeout(2*time.Second))
+			if err := runUntil(t, w, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-ended; err != context.DeadlineExceeded {
+				t.Fatalf("the slow job's context ended with %v, want DeadlineExceeded", err)
+			}
+			// Its deadline, not a later job's or an earlier one's: the
+			// quick jobs ran in well under a second.
+			if took < time.Second || took > 10*time.Second {
+				t.Fatalf("the slow job was cancelled after %v, want about its 2s timeout", took)
+			}
+		})
+	}
+}

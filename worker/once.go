@@ -132,6 +132,9 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 		})
 	}
 	wg.Wait()
+	for range w.opts.Concurrency {
+		(<-free).retire()
+	}
 	r.closeMu.Lock()
 	r.closed = true
 	r.closeMu.Unlock()

@@ -568,6 +568,7 @@ func (r *run) runner(sl *slot, done func()) {
 			go r.carryOn(sl, o, done)
 			return
 		}
+		sl.retire()
 		done()
 	}()
 	for job := range r.ready {
