@@ -187,7 +187,10 @@ func (a *attempt) cancel(err error) bool {
 }
 
 // finish ends the context when the job is done: whatever the handler left
-// running on it stops, and a standard context's timer is released.
+// running on it stops, and a standard context's timer is released. It
+// lets go of the job: attempts are allocated in chunks and Jobs a claim
+// at a time, so an attempt that kept its job would keep its whole claim
+// alive for as long as the slot uses the attempt's chunk.
 func (a *attempt) finish() {
 	a.mu.Lock()
 	if a.err == nil {
@@ -196,6 +199,7 @@ func (a *attempt) finish() {
 	if a.std != nil {
 		a.stop()
 	}
+	a.job, a.h = nil, nil
 	a.mu.Unlock()
 }
 
