@@ -210,8 +210,8 @@ func (a *attempt) finish() {
 // The timer is armed only when it would fire after a's deadline, or not
 // at all: quick jobs leave it armed at an earlier job's deadline, and
 // when it fires it finds the attempt running then and waits for its
-// deadline. Resetting and stopping it for every job was a tenth of the
-// worker's CPU on a job that does nothing.
+// deadline. That saves a Reset and a Stop, each under the timer's lock,
+// for every job.
 func (s *slot) start(a *attempt, timeout time.Duration) {
 	s.mu.Lock()
 	s.cur = a
