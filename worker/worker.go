@@ -189,10 +189,17 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		go r.runner(r.newSlot(), runners.Done)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	go r.watch(watchCtx, sig.restart)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		r.watch(watchCtx, sig.restart)
+	}()
 
 	reason, loopErr := r.loop(ctx)
 	stopWatch()
+	// Run leaves no goroutine of its own behind: the watcher may be in the
+	// middle of reading the signals, which its context ends.
+	<-watched
 	r.stopping.Store(true)
 	close(r.ready)
 
