@@ -14,13 +14,18 @@
 // are embedded, nothing is loaded from elsewhere, and every link is
 // relative, so it works mounted under any prefix with http.StripPrefix:
 //
-//	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", dashboard.New(q, dashboard.Options{})))
+//	dash, err := dashboard.New(q, dashboard.Options{AllowedHosts: []string{"admin.example.com"}})
+//	…
+//	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", dash))
 //
 // Actions are POST forms, refused unless they carry a token the dashboard
 // signed (an HMAC with a per-process secret) and, in browsers that say
 // where a request comes from, come from the same origin
-// (http.CrossOriginProtection). There is no login: put the handler behind
-// the application's authentication, or pass Options.Authorize.
+// (http.CrossOriginProtection). Requests must name a host the dashboard
+// serves (the loopback names, and Options.AllowedHosts), so that a web
+// page cannot reach it by DNS rebinding. There is no login: put the
+// handler behind the application's authentication, or pass
+// Options.Authorize.
 //
 // # Throughput
 //
@@ -108,6 +113,21 @@ type Options struct {
 	// post actions besides the request's own host: for a proxy that
 	// rewrites the Host header. See http.CrossOriginProtection.
 	TrustedOrigins []string
+
+	// AllowedHosts are the host names, besides the loopback ones, that
+	// requests may name in their Host header. The dashboard refuses any
+	// other host with 421 Misdirected Request, because a web page the
+	// operator visits can rebind its own name to this machine's address
+	// (DNS rebinding) and then read and post to the dashboard as if it
+	// were its own site; the Host header still carries the page's name.
+	// localhost, names under .localhost, 127.0.0.0/8 and ::1 are always
+	// served, on any port. An application that serves the dashboard on
+	// its own names must list them: "admin.example.com", "*.example.com"
+	// for every name under a domain, or an address ("192.0.2.7"); any port
+	// matches. "*" turns the check off, for a proxy in front that checks
+	// the Host itself. X-Forwarded-Host is never read: any client can
+	// send it.
+	AllowedHosts []string
 }
 
 // Dashboard is the dashboard's http.Handler. It is safe for concurrent
@@ -119,6 +139,7 @@ type Dashboard struct {
 	opts    Options
 	secret  []byte
 	origins *http.CrossOriginProtection
+	hosts   hosts
 	stats   *sampler
 	pages   map[string]*template.Template
 }
@@ -166,12 +187,16 @@ func New(q *dbqueue.Queue, opts Options) (*Dashboard, error) {
 			return nil, fmt.Errorf("dbqueue: dashboard.New: TrustedOrigins: %w", err)
 		}
 	}
+	allowed, err := newHosts(opts.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("dbqueue: dashboard.New: %w", err)
+	}
 	store, err := failed.New(q)
 	if err != nil {
 		return nil, fmt.Errorf("dbqueue: dashboard.New: %w", err)
 	}
 	return &Dashboard{
-		q: q, failed: store, opts: opts, secret: secret, origins: origins,
+		q: q, failed: store, opts: opts, secret: secret, origins: origins, hosts: allowed,
 		stats: newSampler(q, opts.History, opts.Interval, opts.Queues),
 		pages: pages,
 	}, nil
@@ -183,6 +208,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "same-origin")
+	if err := d.checkHost(r.Host); err != nil {
+		d.fail(w, r, http.StatusMisdirectedRequest, err)
+		return
+	}
 	if d.opts.Authorize != nil {
 		if err := d.opts.Authorize(r); err != nil {
 			d.fail(w, r, http.StatusForbidden, fmt.Errorf("forbidden: %w", err))

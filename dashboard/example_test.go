@@ -45,6 +45,9 @@ func Example() {
 			}
 			return nil
 		},
+		// The names the application is reached by. Loopback names are
+		// always served; any other Host is refused (DNS rebinding).
+		AllowedHosts: []string{"admin.example.com"},
 	})
 	if err != nil {
 		log.Fatal(err)
