@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
@@ -43,7 +44,7 @@ func badRequest(format string, args ...any) error {
 }
 
 // action runs a posted form and redirects (303) back to the page it came
-// from, with a line saying what was done.
+// from, leaving that page a line saying what was done (setFlash).
 func (d *Dashboard) action(w http.ResponseWriter, r *http.Request) {
 	if d.opts.ReadOnly {
 		d.fail(w, r, http.StatusForbidden, errReadOnly)
@@ -75,7 +76,8 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.stats.invalidate()
-	w.Header().Set("Location", backTo(r.PostFormValue("back"), done))
+	d.setFlash(w, r, done, time.Now())
+	w.Header().Set("Location", backTo(r.PostFormValue("back")))
 	w.WriteHeader(http.StatusSeeOther)
 }
 
@@ -180,9 +182,9 @@ func jobID(s string) (int64, error) {
 // the dashboard an open redirect.
 var backPage = regexp.MustCompile(`^(\./|jobs|job|failed|failed-job)?(\?[^#\\]*)?$`)
 
-// backTo is the relative URL to redirect to after an action, with the
-// message of what was done.
-func backTo(back, done string) string {
+// backTo is the relative URL to redirect to after an action. It drops a
+// flash parameter that links of older versions carried.
+func backTo(back string) string {
 	if !backPage.MatchString(back) {
 		back = "./"
 	}
@@ -191,6 +193,9 @@ func backTo(back, done string) string {
 		page = "./"
 	}
 	vals, _ := url.ParseQuery(query)
-	vals.Set("flash", done)
+	vals.Del("flash")
+	if len(vals) == 0 {
+		return page
+	}
 	return page + "?" + vals.Encode()
 }

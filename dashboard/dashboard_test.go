@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -40,7 +41,19 @@ func serve(t *testing.T, q *dbqueue.Queue, opts dashboard.Options) *site {
 	}
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
-	return &site{t: t, srv: srv, client: noRedirects(srv.Client())}
+	return &site{t: t, srv: srv, client: withCookies(t, noRedirects(srv.Client()))}
+}
+
+// withCookies gives a client a cookie jar, as a browser has: an action
+// leaves the line it shows on the next page in a cookie.
+func withCookies(t *testing.T, c *http.Client) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Jar = jar
+	return c
 }
 
 func noRedirects(c *http.Client) *http.Client {
@@ -271,8 +284,8 @@ func TestActions(t *testing.T) {
 		// pause and resume
 		push(t, q, dbqueue.NewJob{Name: "a", Queue: "mail"})
 		loc := s.act("op", "pause", "queue", "mail", "back", "./")
-		if !strings.HasPrefix(loc, "./?flash=") {
-			t.Errorf("pause redirects to %q, want ./?flash=…", loc)
+		if loc != "./" {
+			t.Errorf("pause redirects to %q, want ./", loc)
 		}
 		if p, _ := q.Paused(ctx, "mail"); !p {
 			t.Errorf("mail not paused")
@@ -280,7 +293,7 @@ func TestActions(t *testing.T) {
 		if !s.stats().queue("mail").Paused {
 			t.Errorf("api/stats does not show mail paused right after the action")
 		}
-		wantContains(t, "queues page after pause", s.page(loc[2:]), "Paused queue &#34;mail&#34;", `value="resume"`)
+		wantContains(t, "queues page after pause", s.page(""), "Paused queue &#34;mail&#34;", `value="resume"`)
 		s.act("op", "resume", "queue", "mail")
 		if p, _ := q.Paused(ctx, "mail"); p {
 			t.Errorf("mail still paused after resume")
@@ -334,9 +347,7 @@ func TestActions(t *testing.T) {
 		if got := failedUUIDs(t, q); len(got) != 0 {
 			t.Errorf("flush left %d failed jobs", len(got))
 		}
-		if !strings.Contains(loc, "Deleted+all+2+failed+jobs") {
-			t.Errorf("flush's message: %q", loc)
-		}
+		wantContains(t, "queues page after flush", s.page(""), "Deleted all 2 failed jobs")
 
 		// run-now and cancel
 		id := push(t, q, dbqueue.NewJob{Name: "later", Queue: "cron", Delay: time.Hour})
@@ -583,16 +594,17 @@ func TestBackIsNoOpenRedirect(t *testing.T) {
 	q := db.Queue(t)
 	s := serve(t, q, dashboard.Options{})
 	for back, want := range map[string]string{
-		"https://evil.example/": "./?",
-		"//evil.example/x":      "./?",
-		"/jobs":                 "./?",
-		`\\evil.example`:        "./?",
-		"jobs?queue=mail":       "jobs?",
-		"failed":                "failed?",
+		"https://evil.example/":    "./",
+		"//evil.example/x":         "./",
+		"/jobs":                    "./",
+		`\\evil.example`:           "./",
+		"jobs?queue=mail":          "jobs?queue=mail",
+		"failed":                   "failed",
+		"failed?flash=you+are+out": "failed",
 	} {
 		loc := s.act("op", "pause", "queue", "q", "back", back)
-		if !strings.HasPrefix(loc, want) {
-			t.Errorf("back %q redirects to %q, want %s…", back, loc, want)
+		if loc != want {
+			t.Errorf("back %q redirects to %q, want %s", back, loc, want)
 		}
 	}
 }

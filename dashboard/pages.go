@@ -52,7 +52,8 @@ type view struct {
 	Data       any
 }
 
-func (d *Dashboard) view(r *http.Request, title, active string, data any) view {
+// view is a page's view; it takes the line an action left for the page.
+func (d *Dashboard) view(w http.ResponseWriter, r *http.Request, title, active string, data any) view {
 	back := strings.TrimPrefix(r.URL.Path, "/")
 	if back == "" {
 		back = "./"
@@ -62,13 +63,10 @@ func (d *Dashboard) view(r *http.Request, title, active string, data any) view {
 	if len(q) > 0 {
 		back += "?" + q.Encode()
 	}
-	flash := r.URL.Query().Get("flash")
-	if len(flash) > 500 {
-		flash = flash[:500]
-	}
+	now := time.Now()
 	return view{
-		Title: title, Active: active, ReadOnly: d.opts.ReadOnly, CSRF: d.token(time.Now()),
-		Flash: flash, Back: back, IntervalMS: d.opts.Interval.Milliseconds(), Data: data,
+		Title: title, Active: active, ReadOnly: d.opts.ReadOnly, CSRF: d.token(now),
+		Flash: d.takeFlash(w, r, now), Back: back, IntervalMS: d.opts.Interval.Milliseconds(), Data: data,
 	}
 }
 
@@ -134,7 +132,7 @@ func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "queues", d.view(r, "Queues", "queues", data))
+	d.render(w, r, http.StatusOK, "queues", d.view(w, r, "Queues", "queues", data))
 }
 
 // statsJSON is what an open page polls: the counts, the history and a
@@ -208,7 +206,7 @@ func (d *Dashboard) jobsPage(w http.ResponseWriter, r *http.Request) {
 		next.Set("after", strconv.FormatInt(jobs[len(jobs)-1].ID, 10))
 		data.Next = "jobs?" + next.Encode()
 	}
-	d.render(w, r, http.StatusOK, "jobs", d.view(r, "Jobs", "jobs", data))
+	d.render(w, r, http.StatusOK, "jobs", d.view(w, r, "Jobs", "jobs", data))
 }
 
 func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +224,7 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "job", d.view(r, fmt.Sprintf("Job %d", id), "jobs", job))
+	d.render(w, r, http.StatusOK, "job", d.view(w, r, fmt.Sprintf("Job %d", id), "jobs", job))
 }
 
 type failedData struct {
@@ -259,7 +257,7 @@ func (d *Dashboard) failedPage(w http.ResponseWriter, r *http.Request) {
 		next.Set("before", strconv.FormatInt(jobs[len(jobs)-1].ID, 10))
 		data.Next = "failed?" + next.Encode()
 	}
-	d.render(w, r, http.StatusOK, "failed", d.view(r, "Failed jobs", "failed", data))
+	d.render(w, r, http.StatusOK, "failed", d.view(w, r, "Failed jobs", "failed", data))
 }
 
 func (d *Dashboard) failedJobPage(w http.ResponseWriter, r *http.Request) {
@@ -277,7 +275,7 @@ func (d *Dashboard) failedJobPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "failed-job", d.view(r, "Failed job", "failed", job))
+	d.render(w, r, http.StatusOK, "failed-job", d.view(w, r, "Failed job", "failed", job))
 }
 
 // serveStatic serves an embedded asset.
