@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +65,13 @@ func (c *cli) dashboard(ctx context.Context, args []string) error {
 	if *readOnly {
 		mode = " (read-only)"
 	}
-	fmt.Fprintf(c.out, "dashboard%s on http://%s/ — no login: keep it on localhost or behind your own authentication; Ctrl-C stops it\n", mode, ln.Addr())
+	// An address of every interface is no name to open: [::] would be
+	// refused by the host check.
+	where := ln.Addr().String()
+	if tcp := ln.Addr().(*net.TCPAddr); tcp.IP.IsUnspecified() {
+		where = net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
+	}
+	fmt.Fprintf(c.out, "dashboard%s on http://%s/ — no login: keep it on localhost or behind your own authentication; Ctrl-C stops it\n", mode, where)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

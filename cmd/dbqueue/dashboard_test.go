@@ -212,6 +212,15 @@ func TestDashboardBeyondLoopback(t *testing.T) {
 	if !strings.Contains(stderr.String(), "WARNING") || !strings.Contains(stderr.String(), "NO LOGIN") {
 		t.Errorf("-allow-remote-actions on 0.0.0.0: stderr %q, want a warning", stderr.String())
 	}
+	// The URL it prints is one a browser can open.
+	res, err := http.Get(base + "api/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("GET %sapi/stats, the URL of the first line: %d, want 200", base, res.StatusCode)
+	}
 	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/"))
 	local := "http://127.0.0.1:" + port + "/"
 	if code, _ := hostRequest(t, http.MethodGet, local, "attacker.example", "api/stats", nil); code != http.StatusMisdirectedRequest {
