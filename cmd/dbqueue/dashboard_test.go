@@ -64,6 +64,8 @@ func TestDashboardUsage(t *testing.T) {
 		{"dashboard", "-interval", "1ms"},
 		{"dashboard", "extra"},
 		{"dashboard", "-bogus"},
+		{"dashboard", "-allow-host", "https://queues.example.com/"},
+		{"dashboard", "-addr", "8080"},
 	} {
 		db := dbtest.New(t, dbqueue.SQLite)
 		if r := dbq(t, db, args...); r.code() != exitUsage {
