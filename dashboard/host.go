@@ -40,7 +40,7 @@ func newHosts(allowed []string) (hosts, error) {
 		}
 		wild := strings.HasPrefix(entry, "*.")
 		name := normalHost(strings.TrimPrefix(entry, "*."))
-		if name == "" || strings.ContainsAny(name, "/:@?#*[] \t") && net.ParseIP(name) == nil {
+		if name == "" || (strings.ContainsAny(name, "/:@?#*[] \t") && net.ParseIP(name) == nil) {
 			return hosts{}, fmt.Errorf("AllowedHosts entry %q: give a host name (admin.example.com), a wildcard (*.example.com) or an address (192.0.2.7, ::1), with no scheme, port or path; any port is allowed", raw)
 		}
 		if wild {
