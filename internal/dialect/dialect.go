@@ -79,8 +79,8 @@ type Dialect interface {
 	// rows (MySQL: READ COMMITTED, so it locks no gaps).
 	FailedTxOptions() sqldb.TxOptions
 
-	// SetSignal upserts a signal to value (or the database's now when
-	// value is nil).
+	// SetSignal upserts a signal to value, or bumps it when value is nil:
+	// sets it to a value it never had (see bumpScale).
 	SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error
 	// DeleteSignal removes a signal.
 	DeleteSignal(ctx context.Context, ex sqldb.Execer, name string) error
