@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
+	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -17,21 +19,19 @@ const restartSignal = "restart"
 const maxSignalName = 255
 
 // pauseSignal names the pause signal of a queue of a connection:
-// "pause:<connection>:<queue>" while it fits the name column, as earlier
-// versions named it, and otherwise "pause-sha256:" and the hash of the
-// two names, so every queue name Push accepts (255 bytes) can be paused
-// whatever the connection's name. No short name starts with
-// "pause-sha256:".
+// "pause:<connection>:<queue>", as earlier versions named it, when that
+// fits the name column and reads one way only (a connection name without
+// a colon: "a:b" + "c" and "a" + "b:c" would share a name). Otherwise it
+// is "pause-sha256:" and the hash of the two names, length-prefixed, so
+// every queue name Push accepts (255 bytes) can be paused, whatever the
+// connection's name. No short name starts with "pause-sha256:".
 func pauseSignal(connection, queue string) string {
 	name := "pause:" + connection + ":" + queue
-	if len(name) <= maxSignalName {
+	if len(name) <= maxSignalName && !strings.Contains(connection, ":") {
 		return name
 	}
-	h := sha256.New()
-	h.Write([]byte(connection))
-	h.Write([]byte{0})
-	h.Write([]byte(queue))
-	return "pause-sha256:" + hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256([]byte(strconv.Itoa(len(connection)) + ":" + connection + ":" + queue))
+	return "pause-sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Restart asks every worker of this database to stop after its current

@@ -208,3 +208,23 @@ func TestQueueNamesAreByteExact(t *testing.T) {
 		}
 	})
 }
+
+// Pauses of two connections of one database stay apart even when a colon
+// in a connection's name makes "connection:queue" read the same: pausing
+// queue "c" of connection "a:b" leaves queue "b:c" of connection "a"
+// running.
+func TestPauseKeepsConnectionsWithColonsApart(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		colon := db.Queue(t, dbqueue.WithConnectionName("a:b"))
+		plain := db.Queue(t, dbqueue.WithConnectionName("a"))
+		if err := colon.Pause(ctx, "c"); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := colon.Paused(ctx, "c"); err != nil || !p {
+			t.Fatalf("queue c of connection a:b: paused %v, %v after Pause", p, err)
+		}
+		if p, err := plain.Paused(ctx, "b:c"); err != nil || p {
+			t.Fatalf("pausing queue c of connection a:b paused queue b:c of connection a: %v, %v", p, err)
+		}
+	})
+}
