@@ -171,7 +171,7 @@ func (m *Migrator) Up(ctx context.Context) ([]*Result, error) {
 	if len(res) > 0 && len(before) > 0 {
 		after, terr := columnTypes(ctx, m.db, m.dialect, m.tables)
 		if terr == nil {
-			m.widened = widenings(m.tables, before, after)
+			m.widened = widenings(m.dialect, m.tables, before, after)
 			for _, w := range m.widened {
 				if m.logger != nil {
 					m.logger.InfoContext(ctx, "dbqueue migrations: "+w.String())
@@ -187,9 +187,9 @@ func (m *Migrator) Up(ctx context.Context) ([]*Result, error) {
 	return res, nil
 }
 
-// Widened lists the columns of an existing jobs table that the last Up
-// widened (Laravel's narrow attempts and times), empty when it widened
-// none.
+// Widened lists the columns of existing tables that the last Up changed
+// in place (Laravel's narrow attempts and times, MySQL's name columns made
+// byte-exact), empty when it changed none.
 func (m *Migrator) Widened() []Widening { return m.widened }
 
 // Down rolls back the most recent migration. It drops tables and the jobs in

@@ -79,11 +79,13 @@ func (t Tables) VersionTable() string { return t.qualify(t.prefixed(VersionTable
 // this table set: dbqueue_signals for the default set, <jobs>_signals
 // otherwise, schema-qualified when Schema is set. Signals are not shared
 // between table sets, so rolling one set back never drops another's.
-func (t Tables) SignalsTable() string {
+func (t Tables) SignalsTable() string { return t.qualify(t.signalsName()) }
+
+func (t Tables) signalsName() string {
 	if t.isDefault() {
-		return t.qualify("dbqueue_signals")
+		return "dbqueue_signals"
 	}
-	return t.qualify(t.withDefaults().Jobs + "_signals")
+	return t.withDefaults().Jobs + "_signals"
 }
 
 // BatchesTable is the table of job batches (dbqueue.Queue.Batch) of this
@@ -212,6 +214,7 @@ type templateData struct {
 	Jobs, Failed, Signals string // as statements use them (schema-qualified)
 	Unique                string // the unique-lock table, schema-qualified
 	JobsName, FailedName  string // bare, for index names and catalog lookups
+	SignalsName           string // bare
 	Schema                string
 	// Batches is the job batches table, schema-qualified; BatchesName bare.
 	Batches, BatchesName string
@@ -259,13 +262,14 @@ func render(dialect dbqueue.Dialect, t Tables) (fstest.MapFS, error) {
 	}
 	full := t.withDefaults()
 	data := templateData{
-		Jobs:       t.JobsTable(),
-		Failed:     t.FailedTable(),
-		Signals:    t.SignalsTable(),
-		Unique:     t.UniqueTable(),
-		JobsName:   full.Jobs,
-		FailedName: full.Failed,
-		Schema:     t.Schema,
+		Jobs:        t.JobsTable(),
+		Failed:      t.FailedTable(),
+		Signals:     t.SignalsTable(),
+		Unique:      t.UniqueTable(),
+		JobsName:    full.Jobs,
+		FailedName:  full.Failed,
+		SignalsName: t.signalsName(),
+		Schema:      t.Schema,
 
 		Batches:     t.BatchesTable(),
 		BatchesName: t.batchesName(),

@@ -177,7 +177,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}
@@ -268,6 +268,9 @@ func TestUpReportsWidenedLaravelColumns(t *testing.T) {
 			"widened jobs.reserved_at from int unsigned to bigint (Laravel's 32-bit Unix time overflows in 2106)",
 			"widened jobs.available_at from int unsigned to bigint (Laravel's 32-bit Unix time overflows in 2106)",
 			"widened jobs.created_at from int unsigned to bigint (Laravel's 32-bit Unix time overflows in 2106)",
+			"made jobs.queue byte-exact: collation utf8mb4_unicode_ci to utf8mb4_nopad_bin (names that differ only in case or trailing spaces are no longer equal)",
+			"made failed_jobs.connection byte-exact: collation utf8mb4_unicode_ci to utf8mb4_nopad_bin (names that differ only in case or trailing spaces are no longer equal)",
+			"made failed_jobs.queue byte-exact: collation utf8mb4_unicode_ci to utf8mb4_nopad_bin (names that differ only in case or trailing spaces are no longer equal)",
 		},
 		dbqueue.Postgres: {
 			"widened jobs.attempts from smallint to integer (Laravel's type overflows at 32767)",

@@ -563,17 +563,29 @@ func (c *common) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []Failed
 	return c.retryFromFailed(ctx, tx, rows, nil)
 }
 
-func (c *common) setSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64, upsert string) error {
-	expr, args := c.now, []any{name}
+// bumpScale makes a bumped signal's new value: the database's clock in
+// Unix seconds times a million, or one more than the old value when that
+// is not less. Each bump changes the value, two in one second or with the
+// clock set back included, and never to a plain Unix-second value, which
+// earlier versions wrote: workers of either version, which stop when the
+// value changes, see every restart sent by either version.
+const bumpScale = "1000000"
+
+func (c *common) setSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64, set, bump string) error {
+	expr, args, upsert := "?", []any{name}, set
 	if value != nil {
-		expr, args = "?", append(args, *value)
+		args = append(args, *value)
+	} else {
+		expr, upsert = c.now+" * "+bumpScale, bump
 	}
 	_, err := ex.Exec(ctx, c.rebind("INSERT INTO "+c.signals+" (name, value) VALUES (?, "+expr+") "+upsert), args...)
 	return err
 }
 
 func (c *common) SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error {
-	return c.setSignal(ctx, ex, name, value, "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+	old := c.tables.SignalsName() + ".value"
+	return c.setSignal(ctx, ex, name, value, "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+		"ON CONFLICT (name) DO UPDATE SET value = CASE WHEN excluded.value > "+old+" THEN excluded.value ELSE "+old+" + 1 END")
 }
 
 func (c *common) DeleteSignal(ctx context.Context, ex sqldb.Execer, name string) error {

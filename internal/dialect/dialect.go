@@ -79,8 +79,8 @@ type Dialect interface {
 	// rows (MySQL: READ COMMITTED, so it locks no gaps).
 	FailedTxOptions() sqldb.TxOptions
 
-	// SetSignal upserts a signal to value (or the database's now when
-	// value is nil).
+	// SetSignal upserts a signal to value, or bumps it when value is nil:
+	// sets it to a value it never had (see bumpScale).
 	SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error
 	// DeleteSignal removes a signal.
 	DeleteSignal(ctx context.Context, ex sqldb.Execer, name string) error
@@ -194,15 +194,20 @@ var DefaultTables = Tables{Jobs: "jobs", Failed: "failed_jobs"}
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
-// Check validates the names: plain identifiers of at most 48 bytes (room
-// for the index names derived from them within every database's limit).
+// Check validates the names: plain identifiers, the tables' of at most 48
+// bytes (room for the index names derived from them within every
+// database's limit), the schema's of at most 63 (PostgreSQL's identifier
+// limit, as the migrations allow: no name is derived from it).
 func (t Tables) Check() error {
-	for _, n := range []struct{ what, name string }{{"jobs table", t.Jobs}, {"failed jobs table", t.Failed}, {"schema", t.Schema}} {
+	for _, n := range []struct {
+		what, name string
+		max        int
+	}{{"jobs table", t.Jobs, 48}, {"failed jobs table", t.Failed, 48}, {"schema", t.Schema, 63}} {
 		if n.name == "" && n.what == "schema" {
 			continue
 		}
-		if !identifier.MatchString(n.name) || len(n.name) > 48 {
-			return fmt.Errorf("dbqueue: %s name %q: use lower-case letters, digits and underscores, not starting with a digit, at most 48 bytes", n.what, n.name)
+		if !identifier.MatchString(n.name) || len(n.name) > n.max {
+			return fmt.Errorf("dbqueue: %s name %q: use lower-case letters, digits and underscores, not starting with a digit, at most %d bytes", n.what, n.name, n.max)
 		}
 	}
 	if t.Jobs == t.Failed {

@@ -122,7 +122,8 @@ func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map
 }
 
 func (m *mysql) SetSignal(ctx context.Context, ex sqldb.Execer, name string, value *int64) error {
-	return m.setSignal(ctx, ex, name, value, "ON DUPLICATE KEY UPDATE value = VALUES(value)")
+	return m.setSignal(ctx, ex, name, value, "ON DUPLICATE KEY UPDATE value = VALUES(value)",
+		"ON DUPLICATE KEY UPDATE value = IF(VALUES(value) > value, VALUES(value), value + 1)")
 }
 
 func (m *mysql) CheckServer(ctx context.Context, ex sqldb.Execer) error {

@@ -2,6 +2,8 @@ package dialect
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,10 +48,7 @@ func newPostgres(t Tables, zoneless bool) *postgres {
 	c.rebinder = sqldb.Rebind
 	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, " + now + ")" +
 		" ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at"
-	p := &postgres{common: c, channel: "dbqueue_jobs"}
-	if t.Jobs != DefaultTables.Jobs || t.Schema != "" {
-		p.channel = "dbqueue_" + strings.ReplaceAll(t.JobsTable(), ".", "_")
-	}
+	p := &postgres{common: c, channel: notifyChannel(t)}
 	expired, ready := c.claimArms()
 	// FOR UPDATE cannot sit under a UNION, so each arm locks in its own
 	// CTE; CTEs run on demand, so the ready arm is read only when the
@@ -75,6 +74,31 @@ RETURNING jobs.id, jobs.reservation_token`
 }
 
 func (p *postgres) NotifyChannel() string { return p.channel }
+
+// maxChannel is PostgreSQL's identifier limit: pg_notify refuses a longer
+// channel ("channel name too long") and LISTEN truncates one.
+const maxChannel = 63
+
+// notifyChannel is the channel pushes to t's jobs table notify and its
+// workers listen on: dbqueue_jobs for Laravel's table in the search_path,
+// dbqueue_<schema>_<jobs> otherwise, as earlier versions named them, so
+// old and new processes still hear each other during a rolling deploy.
+// A name that would pass maxChannel (a long schema and table name) keeps
+// a readable start and ends in '#' and a hash of the schema-qualified
+// table: '#' never occurs in the short form, so two table sets get one
+// channel only if their 64-bit hashes collide.
+func notifyChannel(t Tables) string {
+	if t.Jobs == DefaultTables.Jobs && t.Schema == "" {
+		return "dbqueue_jobs"
+	}
+	name := "dbqueue_" + strings.ReplaceAll(t.JobsTable(), ".", "_")
+	if len(name) <= maxChannel {
+		return name
+	}
+	sum := sha256.Sum256([]byte(t.JobsTable()))
+	hash := "#" + hex.EncodeToString(sum[:8])
+	return name[:maxChannel-len(hash)] + hash
+}
 
 // errNoCopy rolls back a CopyIn whose transaction cannot COPY.
 var errNoCopy = errors.New("dbqueue: this connection cannot COPY")

@@ -1,0 +1,6 @@
+-- The job_batches table of Laravel's queue:batches-table stub
+-- (Illuminate/Queue/Console/stubs/batches.stub), created by the Laravel 8.83
+-- schema builder (Debian php-illuminate-database 8.83.26) with the stub's
+-- Blueprint, on SQLite.
+-- Statements Laravel emitted:
+--   create table "job_batches" ("id" varchar not null, "name" varchar not null, "total_jobs" integer not null, "pending_jobs" integer not null, "failed_jobs" integer not null, "failed_job_ids" text not null, "options" text, "cancelled_at" integer, "created_at" integer not null, "finished_at" integer, primary key ("id"));
