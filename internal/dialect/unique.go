@@ -111,6 +111,13 @@ func (c *common) lockExpiry(l UniqueLock) (string, []any) {
 // PostgreSQL: a statement that waited for a row lock still reads the jobs
 // table as it was when it began, so it would miss the job the lock's new
 // holder just committed and take a live lock over.
+//
+// On MySQL the upsert's rows-affected count cannot tell an insert from a
+// duplicate: with the DSN's clientFoundRows=true both report 1. There the
+// row, locked by the upsert either way, is always read back: a lock whose
+// job_id is 0 holds no job (this transaction's own new row, or one left
+// by a transaction that committed without its job), so it is free, and is
+// written over with this lock's mode and expiry.
 func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLock) (int64, bool, error) {
 	t := c.tables.UniqueTable()
 	expiry, eargs := c.lockExpiry(l)
@@ -125,7 +132,7 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 		if err != nil {
 			return 0, false, err
 		}
-		if res.RowsAffected == 1 {
+		if res.RowsAffected == 1 && c.name != "mysql" {
 			return 0, true, nil
 		}
 		var (
@@ -145,7 +152,9 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 		stale := false
 		switch {
 		case l.StaleAt != nil:
-			stale = expires.Valid && expires.Int64 <= *l.StaleAt
+			stale = holder == 0 || expires.Valid && expires.Int64 <= *l.StaleAt
+		case holder == 0:
+			stale = true // no job holds it
 		case expires.Valid && expires.Int64 <= now:
 			stale = true
 		case mode == UntilFinished || mode == UntilStarted:
@@ -179,7 +188,9 @@ func (c *common) jobLive(ctx context.Context, ex sqldb.Execer, id int64, mode in
 
 func (c *common) SetUniqueJob(ctx context.Context, ex sqldb.Execer, key string, id int64) error {
 	res, err := ex.Exec(ctx, c.rebind("UPDATE "+c.tables.UniqueTable()+" SET job_id = ? WHERE lock_key = ?"), id, key)
-	if err == nil && res.RowsAffected != 1 && c.name != "mysql" { // MySQL counts changed rows only
+	// job_id goes from 0 to id, so the row changes and counts as 1 row on
+	// MySQL too, whatever clientFoundRows says.
+	if err == nil && res.RowsAffected != 1 {
 		err = errors.New("unique lock " + key + " is gone from under its own transaction")
 	}
 	return err
