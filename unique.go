@@ -20,7 +20,8 @@ type Until int
 const (
 	// UntilFinished holds the lock while the job is in the jobs table:
 	// until it succeeds or fails for good (Laravel's ShouldBeUnique). A job
-	// waiting to be retried still holds it. It is the zero value.
+	// waiting to be retried still holds it, and a job retried from
+	// failed_jobs takes it again (see PushUnique). It is the zero value.
 	UntilFinished Until = dialect.UntilFinished
 	// UntilStarted holds the lock until a worker first claims the job
 	// (ShouldBeUniqueUntilProcessing): a new one may be queued while this

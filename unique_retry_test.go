@@ -129,3 +129,25 @@ func TestRetryLeavesLockTakenMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// A failed job whose payload another producer wrote with a "uniqueLock"
+// dbqueue could not have written (not a lock key, a negative length) is
+// still retried, as a plain job: no lock is taken for it.
+func TestRetryIgnoresForeignUniqueLock(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		if _, err := q.Push(ctx, dbqueue.NewJob{Name: "sync", MaxTries: 1}); err != nil {
+			t.Fatal(err)
+		}
+		failAll(t, q)
+		db.Exec(t, `UPDATE failed_jobs SET payload = REPLACE(payload, '"data":', '"uniqueLock":{"key":"../x","for":-5},"data":')`)
+		if n := db.Count(t, "SELECT COUNT(*) FROM failed_jobs WHERE payload LIKE '%uniqueLock%'"); n != 1 {
+			t.Fatalf("%d failed payloads carry the foreign lock, want 1", n)
+		}
+		retryFailed(t, db, q)
+		onlyJob(t, db)
+		if n := db.Count(t, "SELECT COUNT(*) FROM dbqueue_unique"); n != 0 {
+			t.Fatalf("%d lock rows after retrying a job with a foreign lock, want 0", n)
+		}
+	})
+}
