@@ -187,7 +187,7 @@ func LockedDiscard() LockOption {
 func WithoutOverlapping(q *dbqueue.Queue, key KeyFunc, expire time.Duration, opts ...LockOption) worker.Middleware {
 	s := storeOf("WithoutOverlapping", q)
 	if expire < time.Second || expire > dbqueue.MaxDelay {
-		panic(fmt.Sprintf("middleware: WithoutOverlapping with expire %v: use from 1s (longer than the jobs' timeout) to 100 years", expire))
+		panic(fmt.Sprintf("middleware: WithoutOverlapping with expire %v: use from 1s to 100 years (the lock lasts at least the job's timeout anyway)", expire))
 	}
 	var c lockConfig
 	for _, o := range opts {
