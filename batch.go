@@ -33,7 +33,9 @@ type Batch struct {
 	Name string
 	// TotalJobs were pushed with the batch. PendingJobs have not yet
 	// succeeded: a failed job stays pending (it may be retried from
-	// failed_jobs) and is counted in FailedJobs too, as Laravel counts.
+	// failed_jobs) and is counted in FailedJobs too, as Laravel counts,
+	// but once however often it is retried and fails again, so Done
+	// cannot turn true while jobs of the batch have not run.
 	TotalJobs, PendingJobs, FailedJobs int
 	// FailedJobIDs are the payload uuids of the jobs that failed (and
 	// were not retried with success since).
