@@ -12,7 +12,7 @@ func (c *cli) pauseResume(ctx context.Context, cmd string, args []string) error 
 	if err != nil {
 		return err
 	}
-	queue, err := oneArg(cmd, "queue name", rest)
+	queue, err := queueArg(cmd, rest)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (c *cli) clear(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := oneArg("clear", "queue name", rest)
+	queue, err := queueArg("clear", rest)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (c *cli) clear(ctx context.Context, args []string) error {
 		if err != nil {
 			fmt.Fprintln(c.out)
 		}
-		if strings.TrimSpace(line) != queue {
+		if !confirms(line, queue) {
 			return fmt.Errorf("clear: not confirmed; queue %q left as it was", queue)
 		}
 	}
@@ -96,4 +96,26 @@ func (c *cli) clear(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.out, "deleted %d jobs of queue %q\n", n, queue)
 	return nil
+}
+
+// queueArg is the one queue a command acts on. An empty name is refused:
+// the library reads "" as the default queue, so an unset shell variable
+// (dbqueue clear "$Q") would otherwise act on the default queue, and
+// pressing Enter at clear's prompt would "type" that empty name.
+func queueArg(cmd string, rest []string) (string, error) {
+	queue, err := oneArg(cmd, "queue name", rest)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(queue) == "" {
+		return "", usagef("%s: empty queue name: name the queue, e.g. dbqueue %s default", cmd, cmd)
+	}
+	return queue, nil
+}
+
+// confirms reports whether the line typed at clear's prompt is the queue's
+// name: as typed, or without the spaces around it.
+func confirms(line, queue string) bool {
+	typed := strings.TrimRight(line, "\r\n")
+	return typed != "" && (typed == queue || strings.TrimSpace(typed) == queue)
 }
