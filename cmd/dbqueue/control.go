@@ -25,13 +25,13 @@ func (c *cli) pauseResume(ctx context.Context, cmd string, args []string) error 
 		if err := q.Pause(ctx, queue); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.out, "paused queue %q: workers take no more jobs from it until resume\n", queue)
+		fmt.Fprintf(c.out, "paused queue \"%s\": workers take no more jobs from it until resume\n", printable(queue))
 		return nil
 	}
 	if err := q.Resume(ctx, queue); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.out, "resumed queue %q\n", queue)
+	fmt.Fprintf(c.out, "resumed queue \"%s\"\n", printable(queue))
 	return nil
 }
 
@@ -79,22 +79,22 @@ func (c *cli) clear(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.out, "This deletes all %d jobs of queue %q (%d pending, %d delayed, %d reserved); failed jobs stay.\n",
-			s.Total(), queue, s.Pending, s.Delayed, s.Reserved)
+		fmt.Fprintf(c.out, "This deletes all %d jobs of queue \"%s\" (%d pending, %d delayed, %d reserved); failed jobs stay.\n",
+			s.Total(), printable(queue), s.Pending, s.Delayed, s.Reserved)
 		fmt.Fprint(c.out, "Type the queue name to confirm: ")
 		line, err := bufio.NewReader(c.in).ReadString('\n')
 		if err != nil {
 			fmt.Fprintln(c.out)
 		}
 		if !confirms(line, queue) {
-			return fmt.Errorf("clear: not confirmed; queue %q left as it was", queue)
+			return fmt.Errorf("clear: not confirmed; queue \"%s\" left as it was", printable(queue))
 		}
 	}
 	n, err := q.Clear(ctx, queue)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.out, "deleted %d jobs of queue %q\n", n, queue)
+	fmt.Fprintf(c.out, "deleted %d jobs of queue \"%s\"\n", n, printable(queue))
 	return nil
 }
 

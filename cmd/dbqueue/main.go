@@ -121,7 +121,7 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, errThreshold) { // monitor printed its alert
-		fmt.Fprintln(os.Stderr, "dbqueue:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 	}
 	os.Exit(exitCode(err))
 }
@@ -256,7 +256,7 @@ func runConsole(ctx context.Context, args []string, con console) error {
 		fmt.Fprint(c.errOut, usage)
 		return nil
 	}
-	return err
+	return commandError(c.dsn, err)
 }
 
 // subcommand splits "jobs list …" into "list" and the rest; the
