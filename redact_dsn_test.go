@@ -50,3 +50,27 @@ func TestBadDSNErrorsHideThePassword(t *testing.T) {
 		}
 	}
 }
+
+// WithListenDSN's DSN, bad, gets the same: the error says what is wrong,
+// not the password.
+func TestBadListenDSNHidesThePassword(t *testing.T) {
+	db := dbtest.New(t, dbqueue.Postgres)
+	for _, dsn := range []string{
+		"postgres://u@127.0.0.1:5432/test?PassWord=S3cr3tPw&sslmode=bogus",
+		"postgres://u:S3cr3tPw%zz@127.0.0.1:5432/test",
+		"host=127.0.0.1 sslpassword=S3cr3tPw sslmode=bogus",
+	} {
+		q, err := dbqueue.Open(context.Background(), db.DSN, dbqueue.WithListenDSN(dsn))
+		if err == nil {
+			q.Close()
+			t.Errorf("WithListenDSN(%q) accepted", dsn)
+			continue
+		}
+		if p := dbtest.LeakedSecret(err.Error()); p != "" {
+			t.Errorf("WithListenDSN(%q) shows %q of the password: %v", dsn, p, err)
+		}
+		if !strings.Contains(err.Error(), "WithListenDSN") {
+			t.Errorf("WithListenDSN(%q): %v: want it to name the option", dsn, err)
+		}
+	}
+}
