@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
@@ -98,6 +99,27 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 			t.Errorf("queues: the queue's name is not shown escaped:\n%s", list)
 		}
 	})
+}
+
+// SQLite stores any bytes: a payload that is not UTF-8 still prints as
+// UTF-8 without controls, and its JSON stays valid.
+func TestInvalidUTF8PayloadPrintsSafely(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	now := time.Now().Unix()
+	db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES (?, ?, 0, NULL, ?, ?)",
+		"q\xff\x9b", []byte("{\"job\":\"a\xff\x9b[2J\xc2\x9b31m\"}"), now, now)
+	for _, args := range [][]string{{"jobs", "show", "1"}, {"jobs", "show", "1", "-json"}, {"jobs", "list"}, {"jobs", "list", "-json"}, {"queues", "-json"}} {
+		r := dbq(t, db, args...)
+		if r.err != nil {
+			t.Fatalf("dbqueue %q: %v", args, r.err)
+		}
+		if !utf8.ValidString(r.out) || strings.ContainsAny(r.out, "\x1b\u009b") {
+			t.Errorf("dbqueue %q printed %q", args, r.out)
+		}
+		if args[len(args)-1] == "-json" && !json.Valid([]byte(r.out)) {
+			t.Errorf("dbqueue %q: not JSON: %q", args, r.out)
+		}
+	}
 }
 
 // decodedStrings is every string value of a JSON document, joined.

@@ -282,6 +282,9 @@ func (c *cli) open(ctx context.Context) (*dbqueue.Queue, error) {
 	if strings.TrimSpace(c.dsn) == "" {
 		return nil, usagef("no database named: pass -dsn DSN or set DATABASE_URL")
 	}
+	if c.connection == "" {
+		return nil, usagef("-connection: empty name: pass the queue connection name failed jobs and pause signals carry (Laravel's; default %s)", dbqueue.DefaultConnection)
+	}
 	return dbqueue.Open(ctx, c.dsn, dbqueue.WithTables(c.tables), dbqueue.WithConnectionName(c.connection))
 }
 

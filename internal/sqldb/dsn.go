@@ -173,6 +173,10 @@ func redactParams(s string) string {
 // holding @ / # or ? is hidden whole), or colon -1 when there is none.
 func userinfo(s string) (colon, at int) {
 	start := 0
+	switch scheme, _, _ := strings.Cut(s, ":"); strings.ToLower(scheme) {
+	case "sqlite", "sqlite3", "file":
+		return -1, 0 // a file path, no user
+	}
 	if i := strings.Index(s, "://"); i >= 0 {
 		start = i + 3
 	} else {

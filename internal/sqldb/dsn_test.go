@@ -64,6 +64,7 @@ func TestRedactHidesEverySecret(t *testing.T) {
 		"host=h password=pw dbname=db":              "host=h password=*** dbname=db",
 		"sqlite:./queue.db":                         "sqlite:./queue.db",
 		"postgres://u@h/db":                         "postgres://u@h/db",
+		"sqlite:/home/me@example/q.db":              "sqlite:/home/me@example/q.db",
 	} {
 		if got := Redact(dsn); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", dsn, got, want)
