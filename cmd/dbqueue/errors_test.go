@@ -71,3 +71,18 @@ var errFailed = errorString("smtp down")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// A bad flag is reported once, on the error line, not also bare by the
+// flag package.
+func TestBadFlagIsReportedOnce(t *testing.T) {
+	for _, args := range [][]string{{"-bogus"}, {"queues", "-bogus"}, {"jobs", "list", "-limit", "x"}} {
+		r := dbq(t, nil, args...)
+		if r.code() != exitUsage {
+			t.Errorf("dbqueue %q: exit %d, want 2", args, r.code())
+		}
+		line := errorLine(r.err)
+		if r.errOut != "" || !strings.HasPrefix(line, "dbqueue: ") || strings.Count(line, "dbqueue: ") != 1 {
+			t.Errorf("dbqueue %q printed %q and the error line %q: want the error once, with one prefix", args, r.errOut, line)
+		}
+	}
+}

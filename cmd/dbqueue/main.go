@@ -181,8 +181,11 @@ type cli struct {
 
 func newFlagSet(c *cli, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.errOut)
-	fs.Usage = func() {} // runConsole prints it on flag.ErrHelp
+	// The flag package would print a bad flag's error bare, before main
+	// prints it again as the error line: runConsole reports it, and prints
+	// the usage on flag.ErrHelp.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	c.register(fs)
 	return fs
 }
@@ -196,7 +199,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usageError{err.Error()}
+			return nil, usagef("%s: %v", fs.Name(), err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -215,7 +218,7 @@ func runConsole(ctx context.Context, args []string, con console) error {
 			fmt.Fprint(c.errOut, usage)
 			return nil // asking for the usage is no failure
 		}
-		return usageError{err.Error()}
+		return usagef("%v", err)
 	}
 	args = fs.Args()
 	if len(args) == 0 {
