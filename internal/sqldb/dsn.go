@@ -33,9 +33,8 @@ func RedactError(dsn string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var r *redactedError
-	if errors.As(err, &r) && r.dsn == dsn {
-		return err // already redacted for this DSN
+	if r, ok := err.(*redactedError); ok && r.dsn == dsn {
+		return err // already redacted for this DSN (a wrapper of one may not be)
 	}
 	return &redactedError{err: err, dsn: dsn}
 }

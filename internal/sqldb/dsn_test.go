@@ -99,6 +99,13 @@ func TestRedactErrorHidesWhatADriverQuotes(t *testing.T) {
 			}
 		}
 	}
+	// An error that wraps a redacted one, quoting the DSN itself, is
+	// redacted too.
+	dsn := "postgres://u:S3cr3tPw@h/db"
+	inner := RedactError(dsn, base)
+	if err := RedactError(dsn, fmt.Errorf("open %s: %w", dsn, inner)); leaks(err.Error(), "S3cr3tPw", "") {
+		t.Errorf("RedactError of a wrapper: %q", err)
+	}
 	// Secrets the message quotes by name are hidden without the DSN too.
 	msg := RedactText("", "cannot parse `postgres://u:pw@h/db?PassWord=xyz&sslmode=bogus`: sslmode is invalid")
 	if strings.Contains(msg, "xyz") || strings.Contains(msg, ":pw@") || !strings.Contains(msg, "sslmode is invalid") {
