@@ -95,6 +95,12 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 		if !strings.Contains(show, `evil\x1b[2J\x1b]8;;https://evil.example/\x07link`) || !strings.Contains(show, `\x0dOVER\u009b31m\u202eRTL\u2066\x7f`+"\n\tat Handler()") {
 			t.Errorf("failed show: the exception is not shown escaped, its lines kept:\n%s", show)
 		}
+		// A JSON payload prints as JSON that means what was stored.
+		_, shown, _ := strings.Cut(outputs[fmt.Sprintf("jobs show %d", ids[0])], "payload:\n")
+		var p struct{ DisplayName string }
+		if err := json.Unmarshal([]byte(shown), &p); err != nil || p.DisplayName != hostile {
+			t.Errorf("jobs show: the payload does not read back as stored (%v):\n%s", err, shown)
+		}
 		if list := outputs["queues"]; !strings.Contains(list, `evil\x1b[2J`) {
 			t.Errorf("queues: the queue's name is not shown escaped:\n%s", list)
 		}

@@ -147,14 +147,16 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 	return nil
 }
 
-// printPayload prints a stored payload indented when it is JSON, as
-// stored when it is not, through printableLines.
+// printPayload prints a stored payload indented when it is JSON, through
+// jsonSafe (a terminal control in it becomes a JSON \u escape, so it stays
+// JSON that reads as Laravel wrote it), and through printableLines when it
+// is not JSON.
 func (c *cli) printPayload(raw []byte) error {
 	var b bytes.Buffer
 	if json.Indent(&b, raw, "", "  ") != nil {
-		b.Reset()
-		b.Write(raw)
+		_, err := fmt.Fprintf(c.out, "%s\n", printableLines(string(raw)))
+		return err
 	}
-	_, err := fmt.Fprintf(c.out, "%s\n", printableLines(b.String()))
+	_, err := fmt.Fprintf(c.out, "%s\n", jsonSafe(b.Bytes()))
 	return err
 }
