@@ -110,6 +110,12 @@ func Match(dsn string) bool {
 // unless it sets it itself, interpolateParams=true (one round trip per
 // statement).
 func Parse(dsn string) (string, error) {
+	conn, err := parse(dsn)
+	// The driver's and url.Parse's errors may quote the password.
+	return conn, sqldb.RedactError(dsn, err)
+}
+
+func parse(dsn string) (string, error) {
 	dsn = strings.TrimSpace(dsn)
 	scheme, _, _ := strings.Cut(dsn, ":")
 	if strings.EqualFold(scheme, "mysql") {
