@@ -29,6 +29,8 @@ func TestClearRefusesAnEmptyQueueName(t *testing.T) {
 			{"force", "", false, []string{"clear", "", "-force"}},
 			{"force, blank", "", false, []string{"clear", " ", "-force"}},
 			{"pause", "", false, []string{"pause", ""}},
+			{"resume", "", false, []string{"resume", " "}},
+			{"failed retry -queue", "", false, []string{"failed", "retry", "-queue", ""}},
 		} {
 			r := dbqConsole(t, db, tc.in, tc.tty, tc.args...)
 			if r.code() != exitUsage || !strings.Contains(r.err.Error(), "empty queue name") {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue/failed"
@@ -62,6 +64,9 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 			return err
 		}
 	case "retry":
+		if isSet(fs, "queue") && strings.TrimSpace(*queue) == "" {
+			return usagef("failed retry: -queue: empty queue name: name the queue whose failed jobs to retry, or use -all")
+		}
 		n := 0
 		for _, set := range []bool{len(rest) > 0, *queue != "", *all} {
 			if set {
@@ -183,4 +188,11 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		p.done("deleted %d failed jobs", n)
 	}
 	return nil
+}
+
+// isSet reports whether the command line set the flag name, even to "".
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
