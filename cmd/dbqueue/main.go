@@ -47,8 +47,11 @@ Queues:
 
 Dashboard:
   dashboard [-addr 127.0.0.1:8080] [-read-only] [-queue Q]... [-interval 5s]
+            [-allow-host NAME]... [-allow-remote-actions]
                                      serve the web dashboard until interrupted (no login:
-                                     keep it on localhost or behind your authentication)
+                                     keep it on localhost or behind your authentication;
+                                     it answers only loopback names, -addr's host and
+                                     -allow-host names)
 
 Jobs:
   jobs list [-queue Q] [-state pending|delayed|reserved] [-limit N] [-after ID] [-json]

@@ -161,11 +161,30 @@ func mysqlURL(dsn string) (*mysql.Config, error) {
 	if u.RawQuery != "" {
 		parsed, err := mysql.ParseDSN(cfg.FormatDSN() + "?" + u.RawQuery)
 		if err != nil {
-			return nil, fmt.Errorf("dbqueue: bad MySQL DSN parameters: %w", err)
+			return nil, fmt.Errorf("dbqueue: bad MySQL DSN parameter%s: %w: see go-sql-driver/mysql's DSN parameters for the values it takes", badParam(cfg.FormatDSN(), u.RawQuery), err)
 		}
 		cfg = parsed
 	}
 	return cfg, nil
+}
+
+// badParam names the first parameter of rawQuery that the driver refuses
+// on its own (" parseTime"), so the error says which one to fix; "" when
+// none does alone. Values are left out: a parameter may hold a secret.
+func badParam(base, rawQuery string) string {
+	for _, kv := range strings.Split(rawQuery, "&") {
+		if kv == "" {
+			continue
+		}
+		if _, err := mysql.ParseDSN(base + "?" + kv); err != nil {
+			name, _, _ := strings.Cut(kv, "=")
+			if n, uerr := url.QueryUnescape(name); uerr == nil {
+				name = n
+			}
+			return fmt.Sprintf(" %q", name)
+		}
+	}
+	return "s"
 }
 
 // defaults sets parseTime, and interpolateParams unless the DSN's own

@@ -32,3 +32,11 @@ func TestParseErrorHidesThePassword(t *testing.T) {
 		}
 	}
 }
+// A URL DSN with a parameter the driver refuses names that parameter, so
+// the user knows which one to fix.
+func TestBadParameterIsNamed(t *testing.T) {
+	_, err := dbqmysql.Parse("mysql://u@127.0.0.1:3306/test?timeout=5s&parseTime=maybe")
+	if err == nil || !strings.Contains(err.Error(), `"parseTime"`) {
+		t.Fatalf("Parse with parseTime=maybe: %v, want an error naming \"parseTime\"", err)
+	}
+}
