@@ -32,6 +32,7 @@ func TestParseErrorHidesThePassword(t *testing.T) {
 		}
 	}
 }
+
 // A URL DSN with a parameter the driver refuses names that parameter, so
 // the user knows which one to fix.
 func TestBadParameterIsNamed(t *testing.T) {
