@@ -298,7 +298,7 @@ func (q *Queue) finishLinked(ctx context.Context, job *Job, cause error) (before
 	var text, uuid string
 	if cause == nil {
 		if f.Next, err = chainNext(job); err != nil {
-			return nil, nil, err
+			return nil, nil, markUnwritable(err) // no retry pushes this link
 		}
 		f.Notify = len(f.Next) > 0 && q.wake.shouldNotify(f.Next)
 	} else {

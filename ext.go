@@ -2,6 +2,7 @@ package dbqueue
 
 import (
 	"context"
+	"errors"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -49,6 +50,14 @@ func (e ext) Signals(ctx context.Context, queues []string) (restart int64, pause
 // Payloads lists the payloads of a queue's jobs in id order.
 func (e ext) Payloads(ctx context.Context, queue string) ([][]byte, error) {
 	return e.q.sql.Payloads(ctx, e.q.db, queue)
+}
+
+// Unwritable reports whether err, from a finish, came from the job
+// itself (its chain, its new payload) rather than the database: retrying
+// the finish cannot help.
+func (e ext) Unwritable(err error) bool {
+	var u unwritable
+	return errors.As(err, &u)
 }
 
 // Linked reports whether a job chains a next job or belongs to a batch,

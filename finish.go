@@ -19,6 +19,24 @@ var ErrNotHeld = errors.New("dbqueue: job is no longer held by this reservation 
 // finishChunk bounds the jobs one finishing statement names.
 const finishChunk = 1000
 
+// unwritable marks an error a finish meets in the job itself rather than
+// in the database: a chain link that cannot be pushed, a payload a
+// release cannot write. Running the finish again meets it again, so a
+// worker fails the job at once instead of retrying until its reservation
+// runs out and running a job that succeeded again (see ext.Unwritable).
+type unwritable struct{ err error }
+
+func (u unwritable) Error() string { return u.err.Error() }
+func (u unwritable) Unwrap() error { return u.err }
+
+// markUnwritable marks err as unwritable (nil stays nil).
+func markUnwritable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unwritable{err}
+}
+
 func notHeld(job *Job) error {
 	return fmt.Errorf("job %d (attempt %d): %w", job.ID, job.Attempts, ErrNotHeld)
 }

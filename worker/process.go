@@ -74,7 +74,7 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 		// or timed out with this job on its last try.
 		switch {
 		case r.batchCancelled(job):
-			r.discardCancelled(job)
+			r.discardCancelled(job, h)
 		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil,
 			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
@@ -121,7 +121,10 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 			r.finish(job, func() {
 				var err error
 				if w.ext.Linked(job) {
-					err = r.finishLinked(job, nil)
+					if err = r.finishLinked(job, nil); w.recurs(err) {
+						r.fail(job, a.h, res.took, successUnwritable(job, err))
+						return
+					}
 				} else {
 					err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
 				}
@@ -184,7 +187,9 @@ func (c dbClock) now() time.Time { return c.at.Add(time.Since(c.received)) }
 func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.Context, res result, dbNow dbClock) {
 	ev, ctx := r.w.opts.Events, r.jobCtx
 	if res.err == nil {
-		r.complete(job)
+		if !r.complete(job, h, res.took) {
+			return // failed: its success cannot be written
+		}
 		r.logJob(job, res.took, "done", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
@@ -195,13 +200,18 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 	errors.As(res.err, &o)
 	switch {
 	case o != nil && o.kind == outcomeDiscard:
-		r.complete(job)
+		if !r.complete(job, h, res.took) {
+			return
+		}
 		r.logJob(job, res.took, "deleted", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
 	case o != nil && o.kind == outcomeRelease:
-		err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, o.delay, nil) })
+		failed, err := r.release(job, h, res.took, o.delay, nil, nil)
+		if failed {
+			return
+		}
 		r.logJob(job, res.took, "released", err, "delay", o.delay)
 		if fn := ev.JobReleased; fn != nil && err == nil {
 			fn(ctx, job, o.delay)
@@ -235,18 +245,23 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 		return
 	}
 	delay := r.backoff(job, h)
-	var err error
+	var (
+		payload []byte
+		err     error
+		failed  bool
+	)
 	if p.MaxExceptions != nil {
-		payload, perr := r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
-		if perr != nil {
-			err = perr
-		} else {
-			err = r.persist(ctx, job, func() error {
-				return r.releases.release(context.WithoutCancel(ctx), job, delay, payload)
-			})
+		payload, err = r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
+		if err != nil {
+			// The count cannot be carried: releasing without it would let
+			// the job run past its maxExceptions.
+			r.fail(job, h, res.took, fmt.Errorf("%s: the job was to be released (%w), but %w: its exception count cannot be written: %w",
+				job.Name(), res.err, ErrUnwritable, err))
+			return
 		}
-	} else {
-		err = r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
+	}
+	if failed, err = r.release(job, h, res.took, delay, payload, res.err); failed {
+		return
 	}
 	r.logJob(job, res.took, "released after error", err, "delay", delay, "cause", res.err)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
@@ -275,7 +290,10 @@ func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Dur
 		return false
 	}
 	delay := r.backoff(job, h)
-	err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
+	failed, err := r.release(job, h, took, delay, nil, cause)
+	if failed {
+		return true
+	}
 	r.logJob(job, took, "timed out, released", errors.Join(cause, err), "delay", delay)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
 		fn(ctx, job, delay)

@@ -635,13 +635,15 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 
 // persist runs a finishing statement, retrying database trouble with backoff
 // until it succeeds or the job's reservation is about to expire (then the
-// job comes back after retry_after: run twice at worst, never lost).
+// job comes back after retry_after: run twice at worst, never lost). An
+// error that comes from the job itself (recurs) is returned at once:
+// retrying it would only run the job again when its reservation ran out.
 func (r *run) persist(ctx context.Context, job *dbqueue.Job, op func() error) error {
 	deadline := job.ExpiresAt().Add(-time.Second)
 	wait := 50 * time.Millisecond
 	for {
 		err := op()
-		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || time.Now().Add(wait).After(deadline) {
+		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || r.w.recurs(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		r.w.log.Warn("cannot finish job; retrying", "id", job.ID, "in", wait, "error", err)
