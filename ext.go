@@ -26,6 +26,13 @@ func (e ext) ReleaseMany(ctx context.Context, rs []Releasing) ([]*Job, error) {
 	return e.q.releaseMany(ctx, rs)
 }
 
+// Reserve is Queue.Reserve that also calls failed for each job it moved
+// to failed_jobs at claim time (a malformed payload, ErrAttemptsExhausted),
+// so the worker logs it and fires its failure hooks.
+func (e ext) Reserve(ctx context.Context, n int, queues []string, failed func(job *Job, cause error)) ([]*Job, error) {
+	return e.q.reserve(ctx, n, failed, queues)
+}
+
 // Unreserve gives back a held job without counting its attempt.
 func (e ext) Unreserve(ctx context.Context, job *Job) error { return e.q.unreserve(ctx, job) }
 

@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +68,72 @@ func TestPoisonChainLinkFailsTheJobOnce(t *testing.T) {
 		}
 		if strings.Contains(logs.String(), "cannot finish job; retrying") {
 			t.Errorf("a finish that can never succeed was retried:\n%s", logs)
+		}
+	})
+}
+
+// failures collects what JobFailed and a handler's OnFailure heard.
+type failures struct {
+	mu        sync.Mutex
+	hook, own map[string]error // by the job's raw payload
+}
+
+func (f *failures) record(m *map[string]error, job *dbqueue.Job, cause error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *m == nil {
+		*m = map[string]error{}
+	}
+	(*m)[string(job.RawPayload)] = cause
+}
+
+func (f *failures) get() (hook, own map[string]error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.hook), maps.Clone(f.own)
+}
+
+// Jobs failed when they are claimed, without running — a payload that
+// does not decode, a row reserved as often as its attempts column can
+// count — are failures an operator must see like any other: a log line,
+// JobFailed, and the handler's OnFailure when the payload names one.
+func TestClaimTimeFailuresAreReported(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		const (
+			malformed = `{not json`
+			exhausted = `{"uuid":"0e5d9c8a-1111-4222-8333-444455550001","displayName":"spent","job":"spent","data":{}}`
+		)
+		insertRaw(t, db, "default", malformed)
+		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES ('default', ?, 2147483646, NULL, "+
+			db.Now()+", "+db.Now()+")", exhausted)
+		var f failures
+		o := worker.Options{StopWhenEmpty: true, Events: worker.Events{
+			JobFailed: func(_ context.Context, job *dbqueue.Job, cause error) { f.record(&f.hook, job, cause) }}}
+		w, logs := newWorker(t, q, o)
+		w.Handle("spent", func(context.Context, *dbqueue.Job) error { t.Error("a spent job ran"); return nil },
+			worker.OnFailure(func(_ context.Context, job *dbqueue.Job, cause error) { f.record(&f.own, job, cause) }))
+		if err := runUntil(t, w, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM failed_jobs"); n != 2 {
+			t.Fatalf("%d rows in failed_jobs, want 2", n)
+		}
+		hook, own := f.get()
+		if cause, ok := hook[exhausted]; !ok || !errors.Is(cause, dbqueue.ErrAttemptsExhausted) {
+			t.Errorf("JobFailed for the spent job: %v (heard %v), want ErrAttemptsExhausted", cause, ok)
+		}
+		if cause, ok := own[exhausted]; !ok || !errors.Is(cause, dbqueue.ErrAttemptsExhausted) {
+			t.Errorf("OnFailure for the spent job: %v (heard %v), want ErrAttemptsExhausted", cause, ok)
+		}
+		if cause, ok := hook[malformed]; !ok || cause == nil {
+			t.Errorf("JobFailed did not hear of the malformed payload: %v", hook)
+		}
+		log := logs.String()
+		for _, want := range []string{"attempts column can count", "malformed payload"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the log does not mention %q:\n%s", want, log)
+			}
 		}
 	})
 }

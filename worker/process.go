@@ -392,6 +392,13 @@ func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error
 	if err != nil {
 		return // not recorded: the job comes back after retry_after
 	}
+	r.failed(job, h, cause)
+}
+
+// failed calls the handler's failure callback and the JobFailed hook of a
+// job moved to failed_jobs.
+func (r *run) failed(job *dbqueue.Job, h *handler, cause error) {
+	w, ctx := r.w, r.jobCtx
 	if h != nil && h.failed != nil {
 		func() {
 			defer func() {

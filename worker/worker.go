@@ -529,7 +529,18 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 func (r *run) reserve(ctx context.Context, n int, queues []string) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.q.Reserve(rctx, n, queues...)
+	return r.w.ext.Reserve(rctx, n, queues, r.claimFailed)
+}
+
+// claimFailed reports a job the claim moved to failed_jobs without running
+// it — its payload does not decode, or dbqueue.ErrAttemptsExhausted — as
+// any failed job is: a log line, the handler's failure callback (when the
+// payload names a handler here) and JobFailed. A malformed job carries
+// what its row gave: ID, Queue, Attempts, RawPayload, and as much of
+// Payload as decoded (its Name may be empty).
+func (r *run) claimFailed(job *dbqueue.Job, cause error) {
+	r.logJob(job, 0, "failed at claim, without running", cause)
+	r.failed(job, r.w.handlerFor(job), cause)
 }
 
 // reserveTimeout bounds one claim on an unresponsive database.
