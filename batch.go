@@ -295,15 +295,15 @@ func (j *Job) linked() bool {
 // is gone.
 func (q *Queue) finishLinked(ctx context.Context, job *Job, cause error) (before, after *Batch, err error) {
 	f := dialect.Finish{BatchID: job.Payload.BatchID, JobUUID: job.Payload.UUID}
-	var text, uuid string
+	var fail dialect.Failure
 	if cause == nil {
 		if f.Next, err = chainNext(job); err != nil {
 			return nil, nil, markUnwritable(err) // no retry pushes this link
 		}
 		f.Notify = len(f.Next) > 0 && q.wake.shouldNotify(f.Next)
 	} else {
-		text, uuid = failureText(job, cause)
-		f.Fail = &dialect.Failure{UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: job.RawPayload, Exception: text}
+		fail = q.failure(job, cause)
+		f.Fail = &fail
 	}
 	var res dialect.FinishResult
 	err = sqldb.Retry(ctx, func() (err error) {
@@ -315,7 +315,7 @@ func (q *Queue) finishLinked(ctx context.Context, job *Job, cause error) (before
 	}
 	if !res.Held {
 		if cause != nil {
-			if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, uuid, text); cerr == nil && done {
+			if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, fail); cerr == nil && done {
 				return nil, nil, nil // our own fail, its reply lost
 			}
 		}
