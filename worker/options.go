@@ -70,6 +70,19 @@ type Options struct {
 	// Tries is how many attempts a job gets when its payload does not say
 	// (--tries, 1). Use Unlimited for no limit.
 	Tries int
+	// AbandonedRetries is how many more runs a job gets, past its tries,
+	// when attempts were abandoned by workers that stopped while running
+	// it (killed, crashed, a deploy that did not wait): a job reserved
+	// with its attempts past its tries can only follow such an attempt,
+	// since a handler failure on the last try fails the job rather than
+	// releasing it. Laravel fails such a job at once, without running it
+	// again (MaxAttemptsExceededException), so with its default of one try
+	// every job in flight on a killed worker is lost to failed_jobs. A job
+	// that keeps killing its worker still ends: once abandoned more than
+	// this many times it is failed, saying so (ErrAbandoned). Default 2;
+	// LaravelAbandoned (or any negative value) for Laravel's exact rule. A
+	// PHP worker sharing the queue keeps Laravel's rule.
+	AbandonedRetries int
 	// Backoff lists delays before retries when the payload has none
 	// (--backoff); the last repeats. Default: retry at once.
 	Backoff []time.Duration
@@ -125,6 +138,14 @@ const maxMemoryMB = 1 << 30
 // Unlimited, as Options.Tries, gives jobs unlimited attempts (--tries=0).
 const Unlimited = -1
 
+// LaravelAbandoned, as Options.AbandonedRetries, is Laravel's rule: a job
+// reserved again past its tries after its worker died is failed without
+// running again.
+const LaravelAbandoned = -1
+
+// defaultAbandonedRetries is Options.AbandonedRetries' default.
+const defaultAbandonedRetries = 2
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency == 0 {
 		o.Concurrency = 10
@@ -146,6 +167,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Tries == Unlimited {
 		o.Tries = 0 // Laravel's 0
+	}
+	switch {
+	case o.AbandonedRetries == 0:
+		o.AbandonedRetries = defaultAbandonedRetries
+	case o.AbandonedRetries < 0:
+		o.AbandonedRetries = 0 // Laravel's
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 60 * time.Second

@@ -17,6 +17,11 @@ var (
 	// its retryUntil passed — its last holder died or timed out (Laravel's
 	// MaxAttemptsExceededException).
 	ErrMaxAttempts = errors.New("has been attempted too many times or run too long; the job may have previously timed out")
+	// ErrAbandoned: the job was reserved past its tries and
+	// Options.AbandonedRetries: workers stopped while running it (killed,
+	// crashed, out of memory) more often than that, so it may be what
+	// stops them. The cause also wraps ErrMaxAttempts.
+	ErrAbandoned = errors.New("it may be what kills them: find out why before retrying it (Options.AbandonedRetries allows more)")
 	// ErrTimeout: the job ran past its timeout (Laravel's TimeoutExceededException).
 	ErrTimeout = errors.New("has timed out")
 	// ErrUnknownJob: no handler is registered for the job's name on the
@@ -71,13 +76,26 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 			fn(ctx, job)
 		}
 		// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died
-		// or timed out with this job on its last try.
+		// or timed out with this job on its last try. Past its tries, a
+		// job was abandoned by a worker that stopped while running it, and
+		// runs again up to AbandonedRetries times (Laravel: none).
+		abandoned := job.Attempts - maxTries
+		if p.RetryUntil == nil && maxTries > 0 && abandoned > 0 && abandoned <= w.opts.AbandonedRetries {
+			w.log.Warn("job abandoned by a worker that stopped while running it; running it again past its tries",
+				"id", job.ID, "name", job.Name(), "attempt", job.Attempts, "tries", maxTries, "abandoned", abandoned, "allowed", w.opts.AbandonedRetries)
+		}
 		switch {
 		case r.batchCancelled(job):
 			r.discardCancelled(job, h)
-		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil,
-			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
+		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
+		case p.RetryUntil == nil && maxTries > 0 && abandoned > w.opts.AbandonedRetries:
+			if w.opts.AbandonedRetries == 0 {
+				r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
+			} else {
+				r.fail(job, h, 0, fmt.Errorf("%s %w: abandoned %d times by workers that stopped while running it (attempt %d, tries %d): %w",
+					job.Name(), ErrMaxAttempts, abandoned, job.Attempts, maxTries, ErrAbandoned))
+			}
 		case h == nil:
 			r.unknownKind(job, maxTries, dbNow)
 		case limitErr != nil:

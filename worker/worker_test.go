@@ -241,7 +241,9 @@ func TestRetryUntilAndMaxAttemptsExceeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.Exec(t, "UPDATE jobs SET reserved_at = reserved_at - 60 WHERE queue = 'dead'")
-		w2, _ := newWorker(t, q, worker.Options{Tries: 1, Timeout: 10 * time.Second, StopWhenEmpty: true, Queues: []string{"default", "dead"}})
+		// Laravel's rule for a job abandoned past its tries: fail it unrun.
+		w2, _ := newWorker(t, q, worker.Options{Tries: 1, Timeout: 10 * time.Second, StopWhenEmpty: true, Queues: []string{"default", "dead"},
+			AbandonedRetries: worker.LaravelAbandoned})
 		w2.Handle("j", func(ctx context.Context, job *dbqueue.Job) error { ran.Add(1); return nil })
 		if err := runUntil(t, w2, 30*time.Second); err != nil {
 			t.Fatal(err)
