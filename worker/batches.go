@@ -164,7 +164,7 @@ func (r *run) discardCancelled(job *dbqueue.Job, h *handler) {
 		r.fail(job, h, 0, fmt.Errorf("%s: its batch was cancelled, so it was to be discarded, but %w: %w", job.Name(), ErrUnwritable, err))
 		return
 	}
-	r.logJob(job, 0, "discarded: its batch was cancelled", err)
+	r.logDone(job, 0, "discarded: its batch was cancelled", err)
 	if fn := r.w.opts.Events.JobProcessed; fn != nil && err == nil {
 		fn(r.jobCtx, job, time.Duration(0))
 	}

@@ -120,8 +120,10 @@ type Options struct {
 	// SignalInterval is how often the restart and pause signals and the
 	// memory limit are checked. Default 1s.
 	SignalInterval time.Duration
-	// Logger gets one line per job and the worker's own notices. Default
-	// slog.Default().
+	// Logger gets one line per failure, release and give-back (Info, or
+	// Warn with an error), the worker's own notices, and one line per
+	// successful job at Debug, so a busy worker's log shows what needs
+	// looking at. Default slog.Default().
 	Logger *slog.Logger
 	// Events are hooks called as jobs move; all optional.
 	Events Events

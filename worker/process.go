@@ -146,7 +146,7 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 				} else {
 					err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
 				}
-				r.logJob(job, res.took, "done late", err)
+				r.logDone(job, res.took, "done late", err)
 			})
 		}
 		return true
@@ -208,7 +208,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 		if !r.complete(job, h, res.took) {
 			return // failed: its success cannot be written
 		}
-		r.logJob(job, res.took, "done", nil)
+		r.logDone(job, res.took, "done", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
@@ -221,7 +221,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 		if !r.complete(job, h, res.took) {
 			return
 		}
-		r.logJob(job, res.took, "deleted", nil)
+		r.logDone(job, res.took, "deleted", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}

@@ -676,11 +676,23 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// logJob writes a job's outcome: a failure, release or give-back at Info
+// (Warn with an error), one line each, for an operator to see.
 func (r *run) logJob(job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
+	r.logJobAt(slog.LevelInfo, job, took, outcome, err, extra...)
+}
+
+// logDone writes a success at Debug: a busy worker's default log would
+// otherwise be one line per job, and drown what needs looking at. A
+// success whose write failed is at Warn.
+func (r *run) logDone(job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
+	r.logJobAt(slog.LevelDebug, job, took, outcome, err, extra...)
+}
+
+func (r *run) logJobAt(level slog.Level, job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
 	if r.record != nil {
 		r.record(job, outcome, err, extra)
 	}
-	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
 	}
