@@ -36,6 +36,11 @@ func TestPoisonChainLinkFailsTheJobOnce(t *testing.T) {
 		// A PHP producer's chain: serialized commands no Go worker can push.
 		insertRaw(t, db, "default", `{"uuid":"0e5d9c8a-1111-4222-8333-444455556668","displayName":"poison","job":"poison","maxTries":null,`+
 			`"data":{},"chained":["O:8:\"stdClass\":0:{}"]}`)
+		// A link that is no job, and one delayed past any time.
+		insertRaw(t, db, "default", `{"uuid":"0e5d9c8a-1111-4222-8333-444455556669","displayName":"poison","job":"poison","maxTries":null,`+
+			`"data":{},"chained":[{"queue":"default","payload":5}]}`)
+		insertRaw(t, db, "default", `{"uuid":"0e5d9c8a-1111-4222-8333-44445555666a","displayName":"poison","job":"poison","maxTries":null,`+
+			`"data":{},"chained":[{"queue":"default","delay":9000000000000000000,"payload":{"uuid":"0e5d9c8a-1111-4222-8333-444455556667","displayName":"next","job":"next","data":{}}}]}`)
 		var runs, failed atomic.Int64
 		o := worker.Options{Tries: worker.Unlimited, Timeout: time.Second, StopWhenEmpty: true,
 			Events: worker.Events{JobFailed: func(context.Context, *dbqueue.Job, error) { failed.Add(1) }}}
@@ -49,13 +54,14 @@ func TestPoisonChainLinkFailsTheJobOnce(t *testing.T) {
 		if took := time.Since(start); took > retryAfter/2 {
 			t.Errorf("the worker spent %v retrying a finish that could never succeed", took)
 		}
-		if runs.Load() != 2 || failed.Load() != 2 {
-			t.Fatalf("handlers ran %d times, JobFailed fired %d times; want 2 and 2", runs.Load(), failed.Load())
+		if runs.Load() != 4 || failed.Load() != 4 {
+			t.Fatalf("handlers ran %d times, JobFailed fired %d times; want 4 and 4", runs.Load(), failed.Load())
 		}
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 0 {
 			t.Fatalf("%d rows left in jobs: the job that succeeded will run again", n)
 		}
-		for uuid, what := range map[string]string{"0e5d9c8a-1111-4222-8333-444455556666": "queue", "0e5d9c8a-1111-4222-8333-444455556668": "decode"} {
+		for uuid, what := range map[string]string{"0e5d9c8a-1111-4222-8333-444455556666": "queue", "0e5d9c8a-1111-4222-8333-444455556668": "decode",
+			"0e5d9c8a-1111-4222-8333-444455556669": "no job payload", "0e5d9c8a-1111-4222-8333-44445555666a": "delay"} {
 			var exception string
 			if err := db.SQL.QueryRow(db.Dialect.Rebind("SELECT exception FROM failed_jobs WHERE uuid = ?"), uuid).Scan(&exception); err != nil {
 				t.Fatal(err)
