@@ -143,3 +143,43 @@ func TestClaimTimeFailuresAreReported(t *testing.T) {
 		}
 	})
 }
+
+// Worker A's reservation of a job runs out while its handler is still
+// busy; the job is reclaimed by B, which fails it with the same text A's
+// handler is about to fail it with (the same upstream refused both). B's
+// failure is the one recorded; A's worker must not fire its failure hooks
+// for a failure it did not write.
+func TestStaleHolderDoesNotFireFailureHooksForAnotherHoldersFailure(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		id := pushN(t, q, 1, dbqueue.NewJob{Name: "flaky"})[0]
+		cause := "upstream answered 503"
+		bFailed := make(chan struct{})
+		var hooks, callbacks atomic.Int64
+		o := sequential // A claims nothing while its handler runs: B does
+		o.Events.JobFailed = func(context.Context, *dbqueue.Job, error) { hooks.Add(1) }
+		w, _ := newWorker(t, q, o)
+		w.Handle("flaky", func(ctx context.Context, job *dbqueue.Job) error {
+			// A's reservation runs out; B reclaims the job and fails it.
+			db.Exec(t, "UPDATE jobs SET reserved_at = reserved_at - 100000 WHERE id = ?", id)
+			b, err := q.Reserve(context.Background(), 1)
+			if err != nil || len(b) != 1 {
+				t.Errorf("worker B reserved %v, %v", b, err)
+			} else if err := q.Fail(context.Background(), b[0], errors.New(cause)); err != nil {
+				t.Errorf("B's Fail: %v", err)
+			}
+			close(bFailed)
+			return worker.FailNow(errors.New(cause))
+		}, worker.OnFailure(func(context.Context, *dbqueue.Job, error) { callbacks.Add(1) }))
+		if err := runUntil(t, w, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		<-bFailed
+		if hooks.Load() != 0 || callbacks.Load() != 0 {
+			t.Fatalf("stale worker A fired JobFailed %d times and OnFailure %d times for B's failure; want 0", hooks.Load(), callbacks.Load())
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM failed_jobs"); n != 1 {
+			t.Fatalf("%d rows in failed_jobs, want B's one", n)
+		}
+	})
+}
