@@ -183,3 +183,28 @@ func TestStaleHolderDoesNotFireFailureHooksForAnotherHoldersFailure(t *testing.T
 		}
 	})
 }
+
+// RunOnce (dbqueuetest.Work) reports the jobs its claims failed without
+// running as Run does: in its results, and to JobFailed.
+func TestRunOnceReportsClaimTimeFailures(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		insertRaw(t, db, "default", `{not json`)
+		pushN(t, q, 1, dbqueue.NewJob{Name: "ok"})
+		var failed atomic.Int64
+		w, _ := newWorker(t, q, worker.Options{Events: worker.Events{
+			JobFailed: func(context.Context, *dbqueue.Job, error) { failed.Add(1) }}})
+		w.Handle("ok", func(context.Context, *dbqueue.Job) error { return nil })
+		results, err := w.RunOnce(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(results) != 2 || results[0].Outcome != worker.OutcomeFailed || results[0].Err == nil ||
+			string(results[0].Job.RawPayload) != `{not json` || results[1].Outcome != worker.OutcomeDone {
+			t.Fatalf("RunOnce results %+v, want the malformed job failed, then the good one done", results)
+		}
+		if failed.Load() != 1 {
+			t.Fatalf("JobFailed fired %d times, want 1", failed.Load())
+		}
+	})
+}
