@@ -214,7 +214,7 @@ func TestDriverMustMatchConnection(t *testing.T) {
 // not called a server that does not answer.
 func TestUnopenableSQLiteFileSaysSo(t *testing.T) {
 	_, err := dbqueue.Open(ctx, "sqlite:"+t.TempDir()+"/no/such/dir/q.db")
-	wantErr(t, "Open on a file in a missing directory", err, "cannot open the sqlite database file", "directory")
+	wantErr(t, "Open on a file in a missing directory", err, "a sqlite database", "directory")
 	if strings.Contains(fmt.Sprint(err), "server") {
 		t.Errorf("a SQLite file was called a server: %v", err)
 	}
