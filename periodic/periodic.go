@@ -17,6 +17,17 @@
 // disagree still agree on them. A scheduler enqueues the ticks that fall
 // while it runs, in order; ticks from before it started (every process
 // was down) are not made up for.
+//
+// # Daylight saving
+//
+// A cron expression with CRON_TZ names wall-clock times in that zone. On
+// the day the clocks go back, a wall time that occurs twice runs once, at
+// its first occurrence; on the day they go forward, a wall time that does
+// not exist runs once, at the first instant after the gap (02:30 in
+// America/New_York runs at 03:00 EDT). An expression whose hour field is a
+// wildcard (*, */2, @hourly) follows real time instead, as Vixie cron
+// does: 0 * * * * runs every real hour, so both 01:00s of an autumn change,
+// and nothing in a spring gap, where no hour passes.
 package periodic
 
 import (
@@ -24,10 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/core"
@@ -44,29 +52,14 @@ type Schedule interface {
 	String() string
 }
 
-type cronSchedule struct {
-	expr string
-	s    cron.Schedule
-}
-
-func (c cronSchedule) Next(t time.Time) time.Time { return c.s.Next(t.UTC()) }
-func (c cronSchedule) String() string             { return c.expr }
-
 // Cron parses a standard five-field cron expression ("*/5 * * * *") or a
 // descriptor (@hourly, @daily, …), with robfig/cron. Times are UTC unless
-// the expression starts with CRON_TZ=Zone/Name. @every is refused: it
-// counts from when each process starts, so processes would disagree; use
-// Every.
-func Cron(expr string) (Schedule, error) {
-	if strings.Contains(expr, "@every") {
-		return nil, fmt.Errorf("periodic: Cron(%q): @every counts from each process's start, so processes would not agree on ticks: use periodic.Every", expr)
-	}
-	s, err := cron.ParseStandard(expr)
-	if err != nil {
-		return nil, fmt.Errorf("periodic: Cron(%q): %w", expr, err)
-	}
-	return cronSchedule{expr: expr, s: s}, nil
-}
+// the expression starts with CRON_TZ=Zone/Name; on that zone's
+// daylight-saving days a tick keeps the rule in the package documentation.
+// @every is refused: it counts from when each process starts, so processes
+// would disagree; use Every. So is an expression that never matches a date
+// (0 0 30 2 *).
+func Cron(expr string) (Schedule, error) { return newCron(expr) }
 
 // MustCron is Cron that panics on a bad expression, for schedules written
 // in the program.
