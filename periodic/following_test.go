@@ -1,9 +1,14 @@
 package periodic
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dbqueue/dbqueue"
 )
 
 // The scheduler steps from tick to tick with following, from the
@@ -31,5 +36,43 @@ func TestFollowingAcrossDaylightSaving(t *testing.T) {
 	from = time.Date(2026, 11, 1, 4, 30, 0, 0, time.UTC)
 	if got, want := steps("CRON_TZ=America/New_York 0 * * * *", from, 3), []string{"11-01T05:00", "11-01T06:00", "11-01T07:00"}; !slices.Equal(got, want) {
 		t.Errorf("hourly: %v, want %v", got, want)
+	}
+}
+
+// fakePusher counts pushes; the clock is the test's.
+type fakePusher struct{ pushes []int64 }
+
+func (f *fakePusher) PushScheduledTick(_ context.Context, _ dbqueue.NewJob, _, _ string, tick, _, _ int64) (int64, bool, error) {
+	f.pushes = append(f.pushes, tick)
+	return int64(len(f.pushes)), true, nil
+}
+func (f *fakePusher) PruneTickLocks(context.Context, int64, int) (int64, error) { return 0, nil }
+func (f *fakePusher) DBNow(context.Context) (int64, error)                     { return 0, nil }
+
+// A scheduler decades behind its schedule (a tick from 1970, now in 2026)
+// does one bounded pass: it pushes no tick that old, and at most
+// MaxCatchUp+1 ticks, and returns promptly with its next tick after now.
+func TestPushDueFarBehindIsBounded(t *testing.T) {
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC).Unix()
+	for _, tick := range []int64{1, now - 3600*24*3, now - 30} {
+		f := &fakePusher{}
+		s := &Scheduler{ext: f, catch: 10, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		j := Job{Name: "x", Schedule: Every(time.Second), New: func(time.Time) dbqueue.NewJob { return dbqueue.NewJob{Name: "x"} }}
+		start := time.Now()
+		next, ok := s.pushDue(context.Background(), j, tick, now)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("from %d: one pass took %v", tick, d)
+		}
+		if !ok || next <= now {
+			t.Errorf("from %d: next %d, ok %v; want a tick after now (%d)", tick, next, ok, now)
+		}
+		if len(f.pushes) > s.catch+1 {
+			t.Errorf("from %d: %d pushes in one pass, want at most %d", tick, len(f.pushes), s.catch+1)
+		}
+		for _, p := range f.pushes {
+			if now-p > s.window(p, p+1) {
+				t.Errorf("from %d: pushed tick %d, %ds late, past its window", tick, p, now-p)
+			}
+		}
 	}
 }

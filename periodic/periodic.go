@@ -129,9 +129,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxCatchUp bounds how many ticks a late scheduler (a stalled
 	// process, a database that was away) pushes one after another before
-	// it skips to the newest one (default 10). Ticks older than
-	// MaxCatchUp+1 periods (at least an hour, at most a week) are never
-	// pushed.
+	// it skips to the newest one (default 10). The skip steps over at
+	// most 10,000 ticks; a scheduler further behind goes on from the
+	// first tick after now. Ticks older than MaxCatchUp+1 periods (at
+	// least an hour, at most a week) are never pushed.
 	MaxCatchUp int
 }
 
