@@ -56,6 +56,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -164,6 +165,8 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 		switch {
 		case j.Name == "":
 			return nil, fmt.Errorf("periodic: job %d has no Name: name it, the same in every process", i)
+		case strings.ContainsRune(j.Name, 0):
+			return nil, fmt.Errorf("periodic: job %q: a Name may not contain a NUL byte (it separates the name from the spec in the lock's key): rename it", j.Name)
 		case seen[j.Name]:
 			return nil, fmt.Errorf("periodic: two jobs are named %q: names must be unique", j.Name)
 		case j.Schedule == nil || j.New == nil:
