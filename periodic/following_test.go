@@ -47,7 +47,7 @@ func (f *fakePusher) PushScheduledTick(_ context.Context, _ dbqueue.NewJob, _, _
 	return int64(len(f.pushes)), true, nil
 }
 func (f *fakePusher) PruneTickLocks(context.Context, int64, int) (int64, error) { return 0, nil }
-func (f *fakePusher) DBNow(context.Context) (int64, error)                     { return 0, nil }
+func (f *fakePusher) DBNow(context.Context) (int64, error)                      { return 0, nil }
 
 // A scheduler decades behind its schedule (a tick from 1970, now in 2026)
 // does one bounded pass: it pushes no tick that old, and at most
