@@ -49,14 +49,14 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 		{Key: lockKey("periodic-schedule", schedule), Mode: dialect.UntilTick, ExpiresAt: &tick, StaleAt: &before},
 		{Key: lockKey("periodic-job", rows[0].Queue, job.Name, string(data), strconv.FormatInt(tick, 10)), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &tick},
 	}
-	u := q.sql.(dialect.Uniquer)
+	u, tl := q.sql.(dialect.Uniquer), q.sql.(dialect.TickLocker)
 	notify := q.wake.shouldNotify(rows)
 	err = sqldb.Retry(ctx, func() error {
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
 			// Always in this order, so two transactions that share locks
 			// take them in the same order and cannot deadlock.
 			for _, l := range locks {
-				holder, ok, err := u.AcquireUnique(ctx, tx, l)
+				holder, ok, err := tl.AcquireTickLock(ctx, tx, l)
 				if err != nil {
 					return err
 				}
@@ -88,12 +88,12 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 }
 
 // PruneTickLocks deletes the periodic scheduler's locks that nothing can
-// need any more (see dialect.TickPruner), up to limit, and returns how
+// need any more (see dialect.TickLocker), up to limit, and returns how
 // many. Package periodic calls it now and then.
 func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
 	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		n, err = e.q.sql.(dialect.TickPruner).PruneTickLocks(ctx, e.q.db, grace, limit)
+		n, err = e.q.sql.(dialect.TickLocker).PruneTickLocks(ctx, e.q.db, grace, limit)
 		return err
 	})
 	return n, sqldb.Wrap("prune periodic locks", err)

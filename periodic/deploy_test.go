@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,11 +17,11 @@ import (
 	"github.com/dbqueue/dbqueue/periodic"
 )
 
-// runSide by side runs each job in a scheduler of its own, on a queue of its
-// own (a process each: the old definition and the new one during a rolling
-// deploy), until the test ends, and returns how many times each was asked
-// for a job to push.
-func runSideBySide(t *testing.T, db *dbtest.DB, jobs ...periodic.Job) []*atomic.Int64 {
+// runSideBySide runs each job in a scheduler of its own, on a queue of its
+// own from open (a process each: the old definition and the new one during
+// a rolling deploy), until the test ends, and returns how many times each
+// was asked for a job to push.
+func runSideBySide(t *testing.T, open func() *dbqueue.Queue, jobs ...periodic.Job) []*atomic.Int64 {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -37,7 +38,7 @@ func runSideBySide(t *testing.T, db *dbtest.DB, jobs ...periodic.Job) []*atomic.
 			n.Add(1)
 			return build(tick)
 		}
-		s, err := periodic.New(db.Queue(t), []periodic.Job{j}, periodic.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		s, err := periodic.New(open(), []periodic.Job{j}, periodic.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,29 +121,71 @@ func TestRollingDeployPushesEachTickOnce(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				db.Exec(t, "DELETE FROM jobs")
-				tries := runSideBySide(t, db, c.old, c.new)
-				deadline := time.Now().Add(20 * time.Second)
-				var got map[int64]int
-				for {
-					got = pushedTicks(t, db)
-					if len(got) >= 6 && tries[0].Load() > 0 && tries[1].Load() > 0 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("after 20s: %d ticks pushed, tries old %d new %d; want 6 and both trying", len(got), tries[0].Load(), tries[1].Load())
-					}
-					time.Sleep(100 * time.Millisecond) // polls for progress; the check is below
-				}
-				var list []int64
-				for tick, n := range got {
-					list = append(list, tick)
-					if n != 1 {
-						t.Errorf("tick %v pushed %d times, want once", time.Unix(tick, 0).UTC(), n)
-					}
-				}
-				sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
-				t.Logf("ticks %v; tries old %d new %d", list, tries[0].Load(), tries[1].Load())
+				tries := runSideBySide(t, func() *dbqueue.Queue { return db.Queue(t) }, c.old, c.new)
+				eachTickOnce(t, db, tries)
 			})
 		}
+	})
+}
+
+// eachTickOnce waits for six ticks, pushed while every scheduler tried,
+// and checks that none was pushed twice.
+func eachTickOnce(t *testing.T, db *dbtest.DB, tries []*atomic.Int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var got map[int64]int
+	for {
+		got = pushedTicks(t, db)
+		all := true
+		for _, n := range tries {
+			all = all && n.Load() > 0
+		}
+		if len(got) >= 6 && all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: %d ticks pushed, want 6 with every scheduler trying", len(got))
+		}
+		time.Sleep(100 * time.Millisecond) // polls for progress; the check is below
+	}
+	var list []int64
+	for tick, n := range got {
+		list = append(list, tick)
+		if n != 1 {
+			t.Errorf("tick %v pushed %d times, want once", time.Unix(tick, 0).UTC(), n)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+	t.Logf("ticks %v", list)
+}
+
+// A MySQL DSN with clientFoundRows=true makes an INSERT that met a
+// duplicate key report one row, as if it had inserted. Two processes on
+// such a DSN, running one schedule, still push each tick once.
+func TestTickLocksWithClientFoundRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about 6s")
+	}
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		dsn := db.DSN
+		if db.Dialect == dbqueue.MySQL {
+			sep := "?"
+			if strings.Contains(dsn, "?") {
+				sep = "&"
+			}
+			dsn += sep + "clientFoundRows=true"
+		}
+		open := func() *dbqueue.Queue {
+			q, err := dbqueue.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { q.Close() })
+			return q
+		}
+		job := periodic.Job{Name: "report", Schedule: periodic.Every(time.Second), New: func(tick time.Time) dbqueue.NewJob {
+			return dbqueue.NewJob{Name: "report", Data: map[string]int64{"tick": tick.Unix()}}
+		}}
+		eachTickOnce(t, db, runSideBySide(t, open, job, job))
 	})
 }
