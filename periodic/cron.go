@@ -46,7 +46,7 @@ func newCron(expr string) (Schedule, error) {
 	if !ok {
 		return nil, fmt.Errorf("periodic: Cron(%q): not a cron expression", expr)
 	}
-	c := &cronSchedule{expr: expr, wall: *spec, loc: spec.Location, realTime: spec.Hour&(1<<63) != 0}
+	c := &cronSchedule{expr: expr, wall: *spec, loc: spec.Location, realTime: wildcardHour(expr)}
 	if c.loc == time.Local { // no CRON_TZ: UTC, whatever the process's zone
 		c.loc = time.UTC
 	}
@@ -57,6 +57,23 @@ func newCron(expr string) (Schedule, error) {
 		return nil, fmt.Errorf("periodic: Cron(%q): the expression never matches a date (such as February 30th): fix the day and month fields", expr)
 	}
 	return c, nil
+}
+
+// wildcardHour reports whether expr, parsed already, writes its hour
+// field with a leading * (*, */2) or is @hourly: Vixie cron's test for a
+// job that follows real time across a daylight-saving change.
+func wildcardHour(expr string) bool {
+	f := strings.Fields(expr)
+	if len(f) > 0 && (strings.HasPrefix(f[0], "TZ=") || strings.HasPrefix(f[0], "CRON_TZ=")) {
+		f = f[1:]
+	}
+	switch len(f) {
+	case 1:
+		return f[0] == "@hourly"
+	case 5:
+		return strings.HasPrefix(f[1], "*") || strings.HasPrefix(f[1], "?")
+	}
+	return false
 }
 
 // parseStandard is cron.ParseStandard made safe: robfig/cron v3.0.1

@@ -93,6 +93,13 @@ func TestCronDaylightSavingWildcardHour(t *testing.T) {
 		"2026-03-08T07:00:00Z", // 03:00 EDT
 		"2026-03-08T08:00:00Z",
 	)
+	// Every two hours, by the wall clock's even hours: 02:00 does not exist
+	// on the spring day, and the next run is 04:00 EDT, not 03:00.
+	two := "CRON_TZ=America/New_York 0 */2 * * *"
+	sameTicks(t, two, ticksFrom(t, periodic.MustCron(two), utc("2026-03-08T04:30:00Z"), utc("2026-03-08T09:00:00Z")),
+		"2026-03-08T05:00:00Z", // 00:00 EST
+		"2026-03-08T08:00:00Z", // 04:00 EDT
+	)
 	quarter := "CRON_TZ=America/New_York */30 * * * *"
 	sameTicks(t, quarter, ticksFrom(t, periodic.MustCron(quarter), utc("2026-11-01T05:50:00Z"), utc("2026-11-01T07:00:00Z")),
 		"2026-11-01T06:00:00Z", // 01:00 EST, after 01:30 EDT
