@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/dbqueue/dbqueue"
 )
 
@@ -72,6 +74,29 @@ func TestPushDueFarBehindIsBounded(t *testing.T) {
 		for _, p := range f.pushes {
 			if now-p > s.window(p, p+1) {
 				t.Errorf("from %d: pushed tick %d, %ds late, past its window", tick, p, now-p)
+			}
+		}
+	}
+}
+
+// Away from daylight-saving changes (UTC, Asia/Tokyo) the ticks are
+// exactly robfig/cron's, for three thousand steps of each expression.
+func TestCronMatchesRobfigWithoutDaylightSaving(t *testing.T) {
+	for _, e := range []string{
+		"* * * * *", "*/7 3-5 * * 1-5", "0 0 29 2 *", "15 14 1 * *", "5 4 * * sun", "0 0,12 1 */2 *",
+		"CRON_TZ=Asia/Tokyo 30 1 * * *", "@daily", "@weekly", "@monthly", "@yearly", "0 0 31 * *", "0 0 1,15 * 3",
+	} {
+		want, err := cron.ParseStandard(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := MustCron(e)
+		a := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		b := a
+		for i := range 3000 {
+			a, b = want.Next(a).UTC(), got.Next(b)
+			if !a.Equal(b) {
+				t.Fatalf("%s, step %d: %v, robfig/cron says %v", e, i, b, a)
 			}
 		}
 	}
