@@ -1,8 +1,8 @@
 // Package periodic enqueues jobs on a schedule — cron expressions or
 // fixed intervals — exactly once per tick however many processes run the
-// same schedule, with no leader: every process tries every tick, and a
-// lock row in the database, written with the job, lets exactly one of
-// them through. A process that dies costs no tick while another runs.
+// same schedule, with no leader: every process tries every tick, and lock
+// rows in the database, written with the job, let exactly one of them
+// through. A process that dies costs no tick while another runs.
 //
 // Run a Scheduler beside each worker (or anywhere that opens the queue):
 //
@@ -17,6 +17,37 @@
 // disagree still agree on them. A scheduler enqueues the ticks that fall
 // while it runs, in order; ticks from before it started (every process
 // was down) are not made up for.
+//
+// # Daylight saving
+//
+// A cron expression with CRON_TZ names wall-clock times in that zone. On
+// the day the clocks go back, a wall time that occurs twice runs once, at
+// its first occurrence; on the day they go forward, a wall time that does
+// not exist runs once, at the first instant after the gap (02:30 in
+// America/New_York runs at 03:00 EDT). An expression whose hour field is a
+// wildcard (*, */2, @hourly) follows real time instead, as Vixie cron
+// does: 0 * * * * runs every real hour, so both 01:00s of an autumn change,
+// and nothing in a spring gap, where no hour passes.
+//
+// # Deploys
+//
+// A tick is identified by its schedule's Name and by the job it pushes, so
+// a rolling deploy, where old and new processes run side by side, pushes
+// each tick once when it changes one of them: the spec (*/5 to */10), the
+// job, queue or data (same Name), or the Name (same job). While both run,
+// each instant is pushed at most once and never one older than the newest
+// pushed under that Name. A change of Name and job at once is a new
+// schedule. Two schedules that push the very same job (queue, name, data)
+// at the same instant push it once.
+//
+// # Locks
+//
+// Tick locks live in the unique-lock table (dbqueue_unique). A scheduler
+// never pushes a tick older than MaxCatchUp+1 periods (at least an hour, at
+// most a week) by the database's clock, and deletes, every few minutes, the
+// locks that only such ticks could need: those of schedules that have not
+// ticked for more than a week, so removed or renamed schedules leave
+// nothing behind.
 package periodic
 
 import (
@@ -24,10 +55,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/core"
@@ -39,34 +69,20 @@ import (
 type Schedule interface {
 	// Next is the first tick strictly after t.
 	Next(t time.Time) time.Time
-	// String names the schedule; it is part of the lock's name, so that a
-	// schedule changed by a deploy starts afresh.
+	// String names the schedule. Processes with the same Job.Name and
+	// String share every lock; see Deploys in the package documentation
+	// for what happens when they differ.
 	String() string
 }
 
-type cronSchedule struct {
-	expr string
-	s    cron.Schedule
-}
-
-func (c cronSchedule) Next(t time.Time) time.Time { return c.s.Next(t.UTC()) }
-func (c cronSchedule) String() string             { return c.expr }
-
 // Cron parses a standard five-field cron expression ("*/5 * * * *") or a
 // descriptor (@hourly, @daily, …), with robfig/cron. Times are UTC unless
-// the expression starts with CRON_TZ=Zone/Name. @every is refused: it
-// counts from when each process starts, so processes would disagree; use
-// Every.
-func Cron(expr string) (Schedule, error) {
-	if strings.Contains(expr, "@every") {
-		return nil, fmt.Errorf("periodic: Cron(%q): @every counts from each process's start, so processes would not agree on ticks: use periodic.Every", expr)
-	}
-	s, err := cron.ParseStandard(expr)
-	if err != nil {
-		return nil, fmt.Errorf("periodic: Cron(%q): %w", expr, err)
-	}
-	return cronSchedule{expr: expr, s: s}, nil
-}
+// the expression starts with CRON_TZ=Zone/Name; on that zone's
+// daylight-saving days a tick keeps the rule in the package documentation.
+// @every is refused: it counts from when each process starts, so processes
+// would disagree; use Every. So is an expression that never matches a date
+// (0 0 30 2 *).
+func Cron(expr string) (Schedule, error) { return newCron(expr) }
 
 // MustCron is Cron that panics on a bad expression, for schedules written
 // in the program.
@@ -98,7 +114,9 @@ func mod(a, b int64) int64 { return (a%b + b) % b }
 // Job is one periodic job.
 type Job struct {
 	// Name identifies the schedule across processes: every process must
-	// give the same job the same name, and no two jobs may share one.
+	// give the same job the same name, and no two jobs may share one. It
+	// is half of a tick's identity; the job pushed is the other (see
+	// Deploys in the package documentation).
 	Name string
 	// Schedule says when it is due.
 	Schedule Schedule
@@ -112,7 +130,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxCatchUp bounds how many ticks a late scheduler (a stalled
 	// process, a database that was away) pushes one after another before
-	// it skips to the newest one (default 10).
+	// it skips to the newest one (default 10). The skip steps over at
+	// most 10,000 ticks; a scheduler further behind goes on from the
+	// first tick after now. Ticks older than MaxCatchUp+1 periods (at
+	// least an hour, at most a week) are never pushed.
 	MaxCatchUp int
 }
 
@@ -127,7 +148,8 @@ type Scheduler struct {
 }
 
 type tickPusher interface {
-	PushTick(ctx context.Context, job dbqueue.NewJob, name string, tick, next int64) (int64, bool, error)
+	PushScheduledTick(ctx context.Context, job dbqueue.NewJob, schedule, spec string, tick, next, window int64) (int64, bool, error)
+	PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error)
 	DBNow(ctx context.Context) (int64, error)
 }
 
@@ -138,10 +160,13 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 		return nil, errors.New("periodic: New: nil queue")
 	}
 	seen := map[string]bool{}
+	now := time.Now()
 	for i, j := range jobs {
 		switch {
 		case j.Name == "":
 			return nil, fmt.Errorf("periodic: job %d has no Name: name it, the same in every process", i)
+		case strings.ContainsRune(j.Name, 0):
+			return nil, fmt.Errorf("periodic: job %q: a Name may not contain a NUL byte (it separates the name from the spec in the lock's key): rename it", j.Name)
 		case seen[j.Name]:
 			return nil, fmt.Errorf("periodic: two jobs are named %q: names must be unique", j.Name)
 		case j.Schedule == nil || j.New == nil:
@@ -149,6 +174,9 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 		}
 		if e, ok := j.Schedule.(every); ok && (time.Duration(e) < time.Second || time.Duration(e)%time.Second != 0) {
 			return nil, fmt.Errorf("periodic: job %q: Every(%v): use whole seconds, at least 1s (the database's clock counts seconds)", j.Name, time.Duration(e))
+		}
+		if _, ok := following(j.Schedule, now.Unix()); !ok {
+			return nil, fmt.Errorf("periodic: job %q: schedule %q has no tick in the next ten years: fix its expression", j.Name, j.Schedule.String())
 		}
 		seen[j.Name] = true
 	}
@@ -167,9 +195,50 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 // database failed it.
 const poll = 50 * time.Millisecond
 
+// never is the next tick of a job whose schedule has none left.
+const never = int64(math.MaxInt64)
+
+// Lateness and pruning. A tick is never pushed more than window(tick) after
+// it (by the database's clock), and window is at most maxLate. The job lock
+// of a tick outlives that by margin (a stall between reading the clock and
+// committing), and the tick locks of schedules that have not ticked for
+// maxLate+margin are deleted: no push can need them.
+const (
+	maxLate    = 7 * 24 * time.Hour
+	minLate    = time.Hour
+	margin     = time.Hour
+	pruneEvery = 5 * time.Minute
+	pruneBatch = 1000
+	// maxSteps bounds the ticks one skip steps over; a scheduler further
+	// behind than that goes straight to the first tick from now.
+	maxSteps = 10_000
+)
+
+// following is s's first tick strictly after u, and false when there is
+// none a sane way ahead: the zero time, one not after u, or one beyond the
+// horizon (a Schedule that would make a scheduler spin or push year 1).
+func following(s Schedule, u int64) (int64, bool) {
+	n := s.Next(time.Unix(u, 0).UTC())
+	if n.IsZero() || n.Unix() <= u || n.Unix()-u > int64(horizon/time.Second) {
+		return never, false
+	}
+	return n.Unix(), true
+}
+
+// window is how late tick, followed by next, may still be pushed.
+func (s *Scheduler) window(tick, next int64) int64 {
+	lo, hi := int64(minLate/time.Second), int64(maxLate/time.Second)
+	period := next - tick
+	if period <= 0 || int64(s.catch+1) > hi/period {
+		return hi
+	}
+	return min(max(int64(s.catch+1)*period, lo), hi)
+}
+
 // Run pushes each job at each of its ticks until ctx ends, then returns
 // nil. Database errors are logged and retried; a tick is never skipped for
-// one unless the scheduler falls more than MaxCatchUp ticks behind.
+// one unless the scheduler falls more than MaxCatchUp ticks behind. A job
+// whose schedule yields no sane next tick is logged and stops.
 func (s *Scheduler) Run(ctx context.Context) error {
 	var now int64
 	for {
@@ -184,14 +253,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	next := make([]int64, len(s.jobs))
 	for i, j := range s.jobs {
-		next[i] = j.Schedule.Next(time.Unix(now, 0)).Unix()
+		next[i] = s.following(j, now)
 	}
+	var pruned int64 // database time of the last prune
 	for {
-		due := next[0]
-		for _, n := range next[1:] {
+		due := never
+		for _, n := range next {
 			due = min(due, n)
 		}
-		wait := time.Until(time.Unix(due, 0).Add(-s.offset))
+		wait := pruneEvery
+		if due != never {
+			wait = min(wait, time.Until(time.Unix(due, 0).Add(-s.offset)))
+		}
 		if !sleep(ctx, max(wait, poll)) {
 			return nil
 		}
@@ -206,28 +279,55 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			next[i], ok = s.pushDue(ctx, s.jobs[i], next[i], now)
 			failed = failed || !ok
 		}
+		if now-pruned >= int64(pruneEvery/time.Second) {
+			pruned = now
+			s.prune(ctx)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		if failed && !sleep(ctx, time.Second) {
 			return nil
 		}
 	}
 }
 
+// following is j's next tick after u, or never, logged, when it has none.
+func (s *Scheduler) following(j Job, u int64) int64 {
+	n, ok := following(j.Schedule, u)
+	if !ok {
+		s.log.Error("periodic: schedule has no next tick; the job stops", "job", j.Name, "schedule", j.Schedule.String(), "after", time.Unix(u, 0).UTC())
+	}
+	return n
+}
+
 // pushDue pushes j's ticks from tick up to now, in order, and returns the
-// next tick to push, and false when a push failed. In order matters: a tick's lock is taken over only by
-// a later tick, so a scheduler that pushed tick t+1 has already seen tick
-// t pushed, by itself or another.
+// next tick to push, and false when a push failed. In order matters: a
+// tick's lock is taken over only by a later tick, so a scheduler that
+// pushed tick t+1 has already seen tick t pushed, by itself or another.
+// It pushes at most MaxCatchUp+1 ticks and steps over at most maxSteps,
+// and stops when ctx ends.
 func (s *Scheduler) pushDue(ctx context.Context, j Job, tick, now int64) (int64, bool) {
 	at := func(u int64) time.Time { return time.Unix(u, 0).UTC() }
 	for n := 0; tick <= now; n++ {
-		if n == s.catch {
+		if ctx.Err() != nil {
+			return tick, false
+		}
+		next := s.following(j, tick)
+		if n == s.catch || now-tick > s.window(tick, next) {
 			skipped := tick
-			for next := j.Schedule.Next(at(tick)).Unix(); next <= now; next = j.Schedule.Next(at(tick)).Unix() {
-				tick = next
+			tick, next = s.skip(ctx, j, tick, next, now)
+			if tick > now || now-tick > s.window(tick, next) {
+				s.log.Warn("periodic: fell behind; skipping to the next tick", "job", j.Name, "from", at(skipped), "to", at(next))
+				return next, true
 			}
 			s.log.Warn("periodic: fell behind; skipping to the newest tick", "job", j.Name, "from", at(skipped), "to", at(tick))
 		}
-		next := j.Schedule.Next(at(tick)).Unix()
-		if _, _, err := s.ext.PushTick(ctx, j.New(at(tick)), j.Name+"\x00"+j.Schedule.String(), tick, next); err != nil {
+		until := next // the end of this tick's lock
+		if next == never {
+			until = tick + 1
+		}
+		if _, _, err := s.ext.PushScheduledTick(ctx, j.New(at(tick)), j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second)); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("periodic: push failed; retrying", "job", j.Name, "tick", at(tick), "error", err)
 			}
@@ -236,6 +336,39 @@ func (s *Scheduler) pushDue(ctx context.Context, j Job, tick, now int64) (int64,
 		tick = next
 	}
 	return tick, true
+}
+
+// skip returns the newest tick at or before now, from tick (whose
+// successor is next), and its successor, stepping over at most maxSteps
+// ticks; further behind, it returns the first tick after now (as tick and
+// next).
+func (s *Scheduler) skip(ctx context.Context, j Job, tick, next, now int64) (int64, int64) {
+	for range maxSteps {
+		if next > now || next == never || ctx.Err() != nil {
+			return tick, next
+		}
+		tick, next = next, s.following(j, next)
+	}
+	n := s.following(j, now)
+	return n, n
+}
+
+// prune deletes the tick locks nothing can need any more, a batch at a
+// time, and logs a failure: pruning can wait for the next pass.
+func (s *Scheduler) prune(ctx context.Context) {
+	grace := int64((maxLate + margin) / time.Second)
+	for range 100 {
+		n, err := s.ext.PruneTickLocks(ctx, grace, pruneBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("periodic: cannot prune old tick locks; will try again", "error", err)
+			}
+			return
+		}
+		if n < pruneBatch {
+			return
+		}
+	}
 }
 
 // now reads the database's clock, and keeps the best estimate of how far

@@ -39,6 +39,8 @@ func TestScheduleChecks(t *testing.T) {
 		{{Name: "", Schedule: periodic.Every(time.Second), New: newJob}},
 		{{Name: "a", Schedule: periodic.Every(time.Second), New: newJob}, {Name: "a", Schedule: periodic.Every(time.Minute), New: newJob}},
 		{{Name: "a", New: newJob}},
+		// A NUL in the name could make two schedules share a lock.
+		{{Name: "a\x00every 1s", Schedule: periodic.Every(time.Second), New: newJob}},
 	} {
 		if _, err := periodic.New(q, bad, periodic.Options{}); err == nil {
 			t.Errorf("New accepted %+v", bad)

@@ -1,0 +1,100 @@
+package dbqueue
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// errTickTaken rolls back a tick's transaction when one of its locks is
+// held: the locks taken over before it must not stay taken.
+type errTickTaken struct{ holder int64 }
+
+func (errTickTaken) Error() string { return "periodic tick already pushed" }
+
+// PushScheduledTick pushes job for one tick of the periodic schedule named
+// schedule (whose definition spec is its Schedule's String), unless the
+// tick was pushed already by any process, one running this definition or
+// the one before or after a deploy. The job and three locks are written in
+// one transaction, and any lock held refuses the tick:
+//
+//   - the definition's lock (name and spec), lasting until next: the lock
+//     PushTick takes, so processes of an older dbqueue still agree with
+//     this one, and a late process of this definition never pushes a tick
+//     another pushed, however late;
+//   - the schedule's lock (name alone), holding the newest tick pushed:
+//     a definition whose spec, job, queue or data changed pushes no
+//     instant the other pushed, and no instant older than the newest;
+//   - the job's lock (queue, job name, data and the instant), for keep
+//     seconds after the tick: a schedule renamed pushes no tick the old
+//     name pushed with the same job.
+//
+// pushed is false when the tick was taken. Package periodic uses it.
+func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec string, tick, next, keep int64) (id int64, pushed bool, err error) {
+	q := e.q
+	rows, err := q.rows([]NewJob{job})
+	if err != nil {
+		return 0, false, err
+	}
+	data, err := encodeData(job.Data)
+	if err != nil {
+		return 0, false, err
+	}
+	before, until := tick-1, tick+keep
+	locks := []dialect.UniqueLock{
+		{Key: lockKey("periodic", schedule+"\x00"+spec), Mode: dialect.UntilTick, ExpiresAt: &next, StaleAt: &tick},
+		{Key: lockKey("periodic-schedule", schedule), Mode: dialect.UntilTick, ExpiresAt: &tick, StaleAt: &before},
+		{Key: lockKey("periodic-job", rows[0].Queue, job.Name, string(data), strconv.FormatInt(tick, 10)), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &tick},
+	}
+	u, tl := q.sql.(dialect.Uniquer), q.sql.(dialect.TickLocker)
+	notify := q.wake.shouldNotify(rows)
+	err = sqldb.Retry(ctx, func() error {
+		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
+			// Always in this order, so two transactions that share locks
+			// take them in the same order and cannot deadlock.
+			for _, l := range locks {
+				holder, ok, err := tl.AcquireTickLock(ctx, tx, l)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return errTickTaken{holder}
+				}
+			}
+			ids, err := q.sql.Insert(ctx, tx, rows, notify)
+			if err != nil {
+				return err
+			}
+			id = ids[0]
+			for _, l := range locks {
+				if err := u.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	var taken errTickTaken
+	if errors.As(err, &taken) {
+		return taken.holder, false, nil
+	}
+	if err != nil {
+		return 0, false, sqldb.Wrap("push periodic job", err)
+	}
+	return id, true, nil
+}
+
+// PruneTickLocks deletes the periodic scheduler's locks that nothing can
+// need any more (see dialect.TickLocker), up to limit, and returns how
+// many. Package periodic calls it now and then.
+func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
+	var n int64
+	err := sqldb.Retry(ctx, func() (err error) {
+		n, err = e.q.sql.(dialect.TickLocker).PruneTickLocks(ctx, e.q.db, grace, limit)
+		return err
+	})
+	return n, sqldb.Wrap("prune periodic locks", err)
+}
