@@ -196,32 +196,6 @@ func (q *Queue) PruneUnique(ctx context.Context) (int64, error) {
 	}
 }
 
-// PushTick pushes job for one tick of the periodic schedule named name,
-// unless that tick or a later one was pushed already: the lock of name
-// lasts until next (the following tick), and only a tick at or after the
-// end of the lock there may take it over. pushed is false when another
-// process pushed the tick. Package periodic uses it.
-func (e ext) PushTick(ctx context.Context, job NewJob, name string, tick, next int64) (id int64, pushed bool, err error) {
-	q := e.q
-	rows, err := q.rows([]NewJob{job})
-	if err != nil {
-		return 0, false, err
-	}
-	lock := dialect.UniqueLock{Key: lockKey("periodic", name), Mode: dialect.UntilTick, ExpiresAt: &next, StaleAt: &tick}
-	notify := q.wake.shouldNotify(rows)
-	var dup bool
-	err = sqldb.Retry(ctx, func() error {
-		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) (err error) {
-			id, dup, err = q.pushLocked(ctx, tx, rows[0], lock, notify)
-			return err
-		})
-	})
-	if err != nil {
-		return 0, false, sqldb.Wrap("push periodic job", err)
-	}
-	return id, !dup, nil
-}
-
 // DBNow reads the database's clock, in Unix seconds: the clock every
 // process of a periodic schedule agrees on.
 func (e ext) DBNow(ctx context.Context) (int64, error) {

@@ -19,10 +19,10 @@ const (
 	UntilStarted = 1
 	// UntilExpired holds it until expires_at only.
 	UntilExpired = 2
-	// UntilTick is a periodic schedule's lock: only a later tick takes it
-	// over (UniqueLock.StaleAt), and PruneUnique leaves it alone, since a
-	// scheduler catching up on a tick must still find it. There is one per
-	// schedule.
+	// UntilTick is a periodic schedule's tick lock (see TickLocker): only
+	// a later tick takes it over (UniqueLock.StaleAt), and PruneUnique
+	// leaves it alone, since a scheduler catching up on a tick must still
+	// find it; PruneTickLocks deletes those of removed schedules.
 	UntilTick = 3
 )
 
@@ -33,9 +33,10 @@ type UniqueLock struct {
 	// ExpiresIn is the lock's life in seconds from the database's now (0:
 	// no expiry), unless ExpiresAt is set.
 	ExpiresIn int64
-	// ExpiresAt, when set, is the lock's end as a Unix time, and StaleAt
-	// decides whether a lock already there may be taken over: it may when
-	// its expires_at is at or before *StaleAt, whatever the clock says.
+	// ExpiresAt, when set, is the lock's end as a Unix time. StaleAt is
+	// for tick locks (AcquireTickLock): a lock already there may be taken
+	// over when its expires_at is at or before *StaleAt, whatever the
+	// clock says.
 	// The periodic scheduler locks each tick until the next one this way,
 	// so a late process can never enqueue a tick that was taken.
 	ExpiresAt, StaleAt *int64
@@ -257,8 +258,6 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 		}
 		stale := false
 		switch {
-		case l.StaleAt != nil:
-			stale = holder == 0 || expires.Valid && expires.Int64 <= *l.StaleAt
 		case holder == 0:
 			stale = true // no job holds it
 		case expires.Valid && expires.Int64 <= now:
