@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,7 +168,7 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 		fn     func()
 	}{
 		{6, m.push}, {3, m.pushDelayed}, {4, m.pushUnique}, {2, m.pushChain}, {2, m.pushBatch},
-		{10, m.claim}, {5, m.delete}, {3, m.release}, {2, m.giveBack}, {3, m.fail},
+		{10, m.claim}, {2, m.claimRace}, {1, m.uniqueRace}, {5, m.delete}, {3, m.release}, {2, m.giveBack}, {3, m.fail},
 		{2, m.retry}, {2, m.cancel}, {3, m.expireReservation}, {2, m.due}, {1, m.expireLocks},
 	}
 	total := 0
@@ -407,6 +408,100 @@ func (m *model) claim() {
 	if want := min(n, len(got)+len(claimable)); len(got) != want {
 		m.errorf("worker %d: Reserve(%d, %s) got %d jobs (%v), want %d; left claimable: %v", w, n, queue, len(got), ids, want, claimable)
 	}
+}
+
+// claimRace has every worker claim from one queue at once: no job may go
+// to two of them, and each must have been claimable.
+func (m *model) claimRace() {
+	queue := m.queue()
+	claimable := map[int64]bool{}
+	for _, j := range m.jobs {
+		if j.queue == queue && (j.state == mReady || j.state == mReserved && j.expired) {
+			claimable[j.id] = true
+		}
+	}
+	var (
+		got  [modelWorkers][]*dbqueue.Job
+		errs [modelWorkers]error
+		wg   sync.WaitGroup
+	)
+	for w := range modelWorkers {
+		wg.Go(func() { got[w], errs[w] = m.qs[w].Reserve(ctx, 2, queue) })
+	}
+	wg.Wait()
+	total := 0
+	for w := range modelWorkers {
+		m.logf("worker %d claims 2 from %s at once with the others: %v, %v", w, queue, jobIDs(got[w]), errs[w])
+		if errs[w] != nil {
+			m.errorf("worker %d: Reserve(2, %s) racing the others: %v", w, queue, errs[w])
+		}
+		for _, job := range got[w] {
+			mj := m.byID(job.ID)
+			if mj == nil || !claimable[job.ID] {
+				m.errorf("worker %d claimed job %d racing the others, but it was not claimable or another worker claimed it too (%+v)", w, job.ID, mj)
+				continue
+			}
+			if job.Attempts != mj.attempts+1 {
+				m.errorf("worker %d claimed job %d at attempt %d, want %d", w, job.ID, job.Attempts, mj.attempts+1)
+			}
+			delete(claimable, job.ID)
+			mj.state, mj.attempts, mj.holder, mj.expired = mReserved, mj.attempts+1, job, false
+			m.held[w] = append(m.held[w], job)
+			total++
+		}
+	}
+	if total == 0 && len(claimable) > 0 && !(knownBug_mysqlShortClaim && m.db.Dialect == dbqueue.MySQL) {
+		m.errorf("%d workers claiming from %s at once got nothing, though %v were claimable", modelWorkers, queue, claimable)
+	}
+}
+
+// uniqueRace pushes one unique key from every worker's queue at once:
+// exactly one push may queue a job (none if a live lock holds the key),
+// and every push must name the job that holds it.
+func (m *model) uniqueRace() {
+	key := fmt.Sprintf("k%d", m.rng.IntN(3))
+	u := dbqueue.Unique{Key: key, Until: dbqueue.Until(m.rng.IntN(3)), For: time.Hour}
+	queue := m.queue()
+	var (
+		ids  [modelWorkers]int64
+		dups [modelWorkers]bool
+		errs [modelWorkers]error
+		wg   sync.WaitGroup
+	)
+	for w := range modelWorkers {
+		wg.Go(func() {
+			ids[w], dups[w], errs[w] = m.qs[w].PushUnique(ctx, dbqueue.NewJob{Name: "m", Queue: queue, Data: m.step}, u)
+		})
+	}
+	wg.Wait()
+	m.logf("push unique %s until %d from every worker at once to %s: %v, duplicate %v, %v", key, u.Until, queue, ids, dups, errs)
+	pushed := 0
+	for w := range modelWorkers {
+		if errs[w] != nil {
+			m.errorf("worker %d: PushUnique %s racing the others: %v", w, key, errs[w])
+			return
+		}
+		if !dups[w] {
+			pushed++
+		}
+		if ids[w] != ids[0] {
+			m.errorf("PushUnique %s racing: the pushes name jobs %v, want one", key, ids)
+		}
+	}
+	old := m.locks[key]
+	if m.liveLock(old) {
+		if pushed != 0 || ids[0] != old.jobID {
+			m.errorf("PushUnique %s racing: %d pushed, jobs %v; the live lock of job %d should have refused them all", key, pushed, ids, old.jobID)
+		}
+		return
+	}
+	if pushed != 1 {
+		m.errorf("PushUnique %s racing: %d pushes queued a job (%v), want exactly 1", key, pushed, ids)
+		return
+	}
+	uuid, _ := m.learn(ids[0])
+	m.adopt(&mJob{uuid: uuid, id: ids[0], queue: queue, state: mReady})
+	m.locks[key] = &mLock{mode: u.Until, jobID: ids[0], hasExpiry: true}
 }
 
 // pick removes and returns up to k random jobs worker w holds (or held:
