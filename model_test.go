@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -169,7 +170,7 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 	}{
 		{6, m.push}, {3, m.pushDelayed}, {4, m.pushUnique}, {2, m.pushChain}, {2, m.pushBatch},
 		{10, m.claim}, {2, m.claimRace}, {1, m.uniqueRace}, {5, m.delete}, {3, m.release}, {2, m.giveBack}, {3, m.fail},
-		{2, m.retry}, {2, m.cancel}, {3, m.expireReservation}, {2, m.due}, {1, m.expireLocks},
+		{2, m.retry}, {2, m.cancel}, {1, m.runNow}, {1, m.cancelBatch}, {1, m.pruneUnique}, {3, m.expireReservation}, {2, m.due}, {1, m.expireLocks},
 	}
 	total := 0
 	for _, o := range ops {
@@ -285,12 +286,15 @@ func (m *model) liveLock(l *mLock) bool {
 
 func (m *model) pushUnique() {
 	key := fmt.Sprintf("k%d", m.rng.IntN(3))
-	u := dbqueue.Unique{Key: key, Until: dbqueue.Until(m.rng.IntN(3))}
+	u := dbqueue.Unique{Key: key, Until: dbqueue.Until(m.rng.IntN(3)), PerQueue: m.rng.IntN(4) == 0}
 	if u.Until == dbqueue.UntilExpired || m.rng.IntN(2) == 0 {
 		u.For = time.Hour
 	}
 	queue := m.queue()
 	id, dup, err := m.prod.PushUnique(ctx, dbqueue.NewJob{Name: "m", Queue: queue, Data: m.step}, u)
+	if u.PerQueue { // a lock of its own per queue
+		key += "/" + queue
+	}
 	if err != nil {
 		m.errorf("PushUnique %+v: %v", u, err)
 		return
@@ -762,6 +766,71 @@ func (m *model) cancel() {
 		if !errors.Is(err, dbqueue.ErrJobNotFound) {
 			m.errorf("Cancel of %s job %d: %v, want ErrJobNotFound", mj.state, mj.id, err)
 		}
+	}
+}
+
+// runNow makes a random job run now: a delayed one becomes ready, a
+// ready one stays so, a reserved one is refused, a finished one is not
+// found.
+func (m *model) runNow() {
+	if len(m.order) == 0 {
+		return
+	}
+	mj := m.jobs[m.order[m.rng.IntN(len(m.order))]]
+	if mj.id == 0 {
+		return
+	}
+	err := m.prod.RunNow(ctx, mj.id)
+	m.logf("run job %d now (%s): %v", mj.id, mj.state, err)
+	switch mj.state {
+	case mReady, mDelayed:
+		if err != nil {
+			m.errorf("RunNow of %s job %d: %v", mj.state, mj.id, err)
+			return
+		}
+		mj.state = mReady
+	case mReserved:
+		if !errors.Is(err, dbqueue.ErrJobReserved) {
+			m.errorf("RunNow of reserved job %d: %v, want ErrJobReserved", mj.id, err)
+		}
+	default:
+		if !errors.Is(err, dbqueue.ErrJobNotFound) {
+			m.errorf("RunNow of %s job %d: %v, want ErrJobNotFound", mj.state, mj.id, err)
+		}
+	}
+}
+
+// cancelBatch cancels a random batch (again, maybe): it is cancelled and
+// finished, and its counts stay.
+func (m *model) cancelBatch() {
+	ids := slices.Sorted(maps.Keys(m.batch))
+	if len(ids) == 0 {
+		return
+	}
+	id := ids[m.rng.IntN(len(ids))]
+	err := m.prod.CancelBatch(ctx, id)
+	m.logf("cancel batch %s: %v", id[:8], err)
+	if err != nil {
+		m.errorf("CancelBatch %s: %v", id, err)
+		return
+	}
+	m.batch[id].cancelled, m.batch[id].finished = true, true
+}
+
+// pruneUnique deletes the locks that hold nothing: as many as the model
+// has ended, and no live one (the next pushes check that).
+func (m *model) pruneUnique() {
+	n, err := m.prod.PruneUnique(ctx)
+	var ended int64
+	for key, l := range m.locks {
+		if !m.liveLock(l) {
+			ended++
+			delete(m.locks, key)
+		}
+	}
+	m.logf("prune unique locks: %d, %v", n, err)
+	if err != nil || n != ended {
+		m.errorf("PruneUnique: %d, %v; the model has %d ended locks", n, err, ended)
 	}
 }
 
