@@ -47,6 +47,14 @@ const knownBug_mysqlShortClaim = true
 // write (worker lane: finish.go's Fail, batch.go's finishLinked).
 const knownBug_staleFailSameCause = true
 
+// knownBug_mysqlClientFoundRowsUnique: on a MySQL connection whose DSN
+// sets clientFoundRows=true, PushUnique never finds a duplicate: the
+// lock's INSERT … ON DUPLICATE KEY UPDATE reports the existing row as
+// affected, which AcquireUnique takes for a lock of its own (unique lane:
+// internal/dialect/unique.go). The model pushes unique jobs through the
+// other connections meanwhile.
+const knownBug_mysqlClientFoundRowsUnique = true
+
 // modelRetryAfter is long enough that no reservation runs out by itself
 // while a seed runs: the model makes time pass only where it says so.
 const (
@@ -113,7 +121,7 @@ type model struct {
 	rng    *rand.Rand
 	prod   *dbqueue.Queue
 	qs     [modelWorkers]*dbqueue.Queue
-	store  *failed.Store
+	stores [modelWorkers]*failed.Store
 	held   [modelWorkers][]*dbqueue.Job
 	jobs   map[string]*mJob // by uuid
 	order  []string         // uuids in the order the model learnt them
@@ -158,11 +166,13 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 	}
 	m.prod = db.Queue(t, dbqueue.WithRetryAfter(modelRetryAfter))
 	for i := range m.qs {
-		m.qs[i] = db.Queue(t, dbqueue.WithRetryAfter(modelRetryAfter))
+		m.qs[i] = modelQueue(t, db, i)
 	}
-	var err error
-	if m.store, err = failed.New(m.prod); err != nil {
-		t.Fatal(err)
+	for i, q := range m.qs {
+		var err error
+		if m.stores[i], err = failed.New(q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ops := []struct {
 		weight int
@@ -192,6 +202,29 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 			return
 		}
 	}
+}
+
+// modelMySQLFlags are DSN flags the workers' connections carry on MySQL:
+// services sharing a queue configure their drivers each their own way,
+// and clientFoundRows changes what every UPDATE reports.
+var modelMySQLFlags = [modelWorkers]string{"", "clientFoundRows=true", "parseTime=true&loc=Local"}
+
+// modelQueue opens worker w's queue on db.
+func modelQueue(t *testing.T, db *dbtest.DB, w int) *dbqueue.Queue {
+	flags := modelMySQLFlags[w]
+	if db.Dialect != dbqueue.MySQL || flags == "" {
+		return db.Queue(t, dbqueue.WithRetryAfter(modelRetryAfter))
+	}
+	sep := "?"
+	if strings.Contains(db.DSN, "?") {
+		sep = "&"
+	}
+	q, err := dbqueue.Open(ctx, db.DSN+sep+flags, dbqueue.WithRetryAfter(modelRetryAfter))
+	if err != nil {
+		t.Fatalf("open worker %d's queue with %s: %v", w, flags, err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
 }
 
 func (m *model) logf(format string, args ...any) {
@@ -473,8 +506,12 @@ func (m *model) uniqueRace() {
 		wg   sync.WaitGroup
 	)
 	for w := range modelWorkers {
+		q := m.qs[w]
+		if knownBug_mysqlClientFoundRowsUnique && m.db.Dialect == dbqueue.MySQL && strings.Contains(modelMySQLFlags[w], "clientFoundRows") {
+			q = m.prod
+		}
 		wg.Go(func() {
-			ids[w], dups[w], errs[w] = m.qs[w].PushUnique(ctx, dbqueue.NewJob{Name: "m", Queue: queue, Data: m.step}, u)
+			ids[w], dups[w], errs[w] = q.PushUnique(ctx, dbqueue.NewJob{Name: "m", Queue: queue, Data: m.step}, u)
 		})
 	}
 	wg.Wait()
@@ -731,8 +768,9 @@ func (m *model) retry() {
 		return
 	}
 	mj := failedJobs[m.rng.IntN(len(failedJobs))]
-	n, err := m.store.Retry(ctx, mj.uuid)
-	m.logf("retry failed job %s (was job %d): %d, %v", mj.uuid[:8], mj.id, n, err)
+	w := m.rng.IntN(modelWorkers)
+	n, err := m.stores[w].Retry(ctx, mj.uuid)
+	m.logf("worker %d's store retries failed job %s (was job %d): %d, %v", w, mj.uuid[:8], mj.id, n, err)
 	if err != nil || n != 1 {
 		m.errorf("Retry of failed job %s: %d, %v", mj.uuid, n, err)
 		return
@@ -748,8 +786,9 @@ func (m *model) cancel() {
 	if mj.id == 0 {
 		return
 	}
-	err := m.prod.Cancel(ctx, mj.id)
-	m.logf("cancel job %d (%s): %v", mj.id, mj.state, err)
+	w := m.rng.IntN(modelWorkers)
+	err := m.qs[w].Cancel(ctx, mj.id)
+	m.logf("worker %d's queue cancels job %d (%s): %v", w, mj.id, mj.state, err)
 	switch mj.state {
 	case mReady, mDelayed:
 		if err != nil {
@@ -780,8 +819,9 @@ func (m *model) runNow() {
 	if mj.id == 0 {
 		return
 	}
-	err := m.prod.RunNow(ctx, mj.id)
-	m.logf("run job %d now (%s): %v", mj.id, mj.state, err)
+	w := m.rng.IntN(modelWorkers)
+	err := m.qs[w].RunNow(ctx, mj.id)
+	m.logf("worker %d's queue runs job %d now (%s): %v", w, mj.id, mj.state, err)
 	switch mj.state {
 	case mReady, mDelayed:
 		if err != nil {
@@ -808,8 +848,9 @@ func (m *model) cancelBatch() {
 		return
 	}
 	id := ids[m.rng.IntN(len(ids))]
-	err := m.prod.CancelBatch(ctx, id)
-	m.logf("cancel batch %s: %v", id[:8], err)
+	w := m.rng.IntN(modelWorkers)
+	err := m.qs[w].CancelBatch(ctx, id)
+	m.logf("worker %d's queue cancels batch %s: %v", w, id[:8], err)
 	if err != nil {
 		m.errorf("CancelBatch %s: %v", id, err)
 		return
