@@ -209,10 +209,21 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 // and clientFoundRows changes what every UPDATE reports.
 var modelMySQLFlags = [modelWorkers]string{"", "clientFoundRows=true", "parseTime=true&loc=Local"}
 
+// modelPostgresFlags are the same for PostgreSQL: the simple protocol a
+// pooler needs, and a session time zone and isolation level of the
+// DBA's choosing.
+var modelPostgresFlags = [modelWorkers]string{"", "default_query_exec_mode=simple_protocol", "TimeZone=Pacific/Chatham&default_transaction_isolation=serializable"}
+
 // modelQueue opens worker w's queue on db.
 func modelQueue(t *testing.T, db *dbtest.DB, w int) *dbqueue.Queue {
-	flags := modelMySQLFlags[w]
-	if db.Dialect != dbqueue.MySQL || flags == "" {
+	var flags string
+	switch db.Dialect {
+	case dbqueue.MySQL:
+		flags = modelMySQLFlags[w]
+	case dbqueue.Postgres:
+		flags = modelPostgresFlags[w]
+	}
+	if flags == "" {
 		return db.Queue(t, dbqueue.WithRetryAfter(modelRetryAfter))
 	}
 	sep := "?"
