@@ -63,7 +63,15 @@ const (
 	modelWorkers    = 3
 )
 
-var modelQueues = []string{"default", "mail"}
+// modelQueues are the queues jobs go to: Laravel's default, a plain name,
+// and the oddest name a queue may have (quotes, a backslash, LIKE's
+// wildcards, a multi-byte letter, 255 bytes in all).
+var modelQueues = []string{"default", "mail", oddQueue}
+
+var oddQueue = func() string {
+	s := `odd 'q' "ü" %_\ `
+	return s + strings.Repeat("x", 255-len(s))
+}()
 
 type mState int
 
