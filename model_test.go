@@ -26,7 +26,7 @@ import (
 // seed with -model.seed=N. A long run: go test -run TestModel -model.seeds=200.
 var (
 	modelSeed  = flag.Uint64("model.seed", 0, "run TestModel with this seed only (0: a new seed per run)")
-	modelSeeds = flag.Int("model.seeds", 1, "how many seeds TestModel runs per database")
+	modelSeeds = flag.Int("model.seeds", 2, "how many seeds TestModel runs per database")
 	modelSteps = flag.Int("model.steps", 250, "how many operations each TestModel seed runs")
 )
 
