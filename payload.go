@@ -276,11 +276,16 @@ func decodePayload(raw []byte, p *Payload) error {
 
 // checkChained refuses a "chained" list (see ChainLink) whose next link a
 // worker could not push when the job succeeds: one that is not a list of
-// links, names no queue or one too long, delays beyond MaxDelay, or
+// links, names no queue or one too long, delays past any clock, or
 // carries a payload that does not decode. Such a job would run, succeed,
 // and then stay reserved, to run again after every retry_after; refused
 // here, it goes to failed_jobs before it runs, saying why. Other
 // producers write this key by hand; PushChain never writes a bad one.
+// maxLinkDelay is the longest delay PushChain writes: a time.Duration's
+// longest, rounded up to whole seconds. More could overflow the
+// database's now + delay.
+const maxLinkDelay = maxSeconds + 1
+
 func checkChained(chained json.RawMessage) error {
 	if len(chained) == 0 || chained[0] != '[' {
 		return nil // no chain: a worker reads only a list
@@ -293,8 +298,8 @@ func checkChained(chained json.RawMessage) error {
 		if err := checkQueueName(l.Queue); err != nil {
 			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
 		}
-		if l.Delay < 0 || l.Delay > int64(MaxDelay/time.Second) {
-			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: delay %d must be from 0 to %d seconds (100 years)", i, l.Delay, int64(MaxDelay/time.Second))
+		if l.Delay < 0 || l.Delay > maxLinkDelay {
+			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: delay %d must be from 0 to %d seconds (292 years)", i, l.Delay, maxLinkDelay)
 		}
 		if _, err := DecodePayload(l.Payload); err != nil {
 			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
