@@ -257,7 +257,7 @@ func DecodePayload(raw []byte) (Payload, error) {
 // already: no copy of the struct per job.
 func decodePayload(raw []byte, p *Payload) error {
 	if decodeFast(raw, p) && p.Job != "" {
-		return nil
+		return checkChained(p.Chained)
 	}
 	*p = Payload{}
 	if err := json.Unmarshal(raw, p); err != nil {
@@ -270,6 +270,40 @@ func decodePayload(raw []byte, p *Payload) error {
 	}
 	if p.Job == "" {
 		return fmt.Errorf("dbqueue: malformed payload: no \"job\" name")
+	}
+	return checkChained(p.Chained)
+}
+
+// checkChained refuses a "chained" list (see ChainLink) whose next link a
+// worker could not push when the job succeeds: one that is not a list of
+// links, names no queue or one too long, delays past any clock, or
+// carries a payload that does not decode. Such a job would run, succeed,
+// and then stay reserved, to run again after every retry_after; refused
+// here, it goes to failed_jobs before it runs, saying why. Other
+// producers write this key by hand; PushChain never writes a bad one.
+// maxLinkDelay is the longest delay PushChain writes: a time.Duration's
+// longest, rounded up to whole seconds. More could overflow the
+// database's now + delay.
+const maxLinkDelay = maxSeconds + 1
+
+func checkChained(chained json.RawMessage) error {
+	if len(chained) == 0 || chained[0] != '[' {
+		return nil // no chain: a worker reads only a list
+	}
+	var links []ChainLink
+	if err := json.Unmarshal(chained, &links); err != nil {
+		return fmt.Errorf("dbqueue: malformed payload: \"chained\" is not a list of chain links {\"queue\", \"delay\" or \"runAt\", \"payload\"}: %w", err)
+	}
+	for i, l := range links {
+		if err := checkQueueName(l.Queue); err != nil {
+			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
+		}
+		if l.Delay < 0 || l.Delay > maxLinkDelay {
+			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: delay %d must be from 0 to %d seconds (292 years)", i, l.Delay, maxLinkDelay)
+		}
+		if _, err := DecodePayload(l.Payload); err != nil {
+			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
+		}
 	}
 	return nil
 }
