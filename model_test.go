@@ -25,9 +25,10 @@ import (
 // every step. A failure prints the seed and the steps so far; rerun one
 // seed with -model.seed=N. A long run: go test -run TestModel -model.seeds=200.
 var (
-	modelSeed  = flag.Uint64("model.seed", 0, "run TestModel with this seed only (0: a new seed per run)")
-	modelSeeds = flag.Int("model.seeds", 2, "how many seeds TestModel runs per database")
-	modelSteps = flag.Int("model.steps", 250, "how many operations each TestModel seed runs")
+	modelSeed     = flag.Uint64("model.seed", 0, "run TestModel with this seed only (0: a new seed per run)")
+	modelSeeds    = flag.Int("model.seeds", 2, "how many seeds TestModel runs per database")
+	modelSteps    = flag.Int("model.steps", 250, "how many operations each TestModel seed runs")
+	modelLogLines = flag.Int("model.log", 60, "how many of the last steps a failing TestModel seed prints")
 )
 
 // knownBug switches make the model accept current behaviour that another
@@ -45,7 +46,7 @@ const knownBug_mysqlShortClaim = true
 // takes the new holder's failure for the stale one's own, its reply lost,
 // so the stale worker runs its failure hooks for a failure it did not
 // write (worker lane: finish.go's Fail, batch.go's finishLinked).
-const knownBug_staleFailSameCause = true
+const knownBug_staleFailSameCause = false
 
 // knownBug_mysqlClientFoundRowsUnique: on a MySQL connection whose DSN
 // sets clientFoundRows=true, PushUnique never finds a duplicate: the
@@ -53,7 +54,7 @@ const knownBug_staleFailSameCause = true
 // affected, which AcquireUnique takes for a lock of its own (unique lane:
 // internal/dialect/unique.go). The model pushes unique jobs through the
 // other connections meanwhile.
-const knownBug_mysqlClientFoundRowsUnique = true
+const knownBug_mysqlClientFoundRowsUnique = false
 
 // modelRetryAfter is long enough that no reservation runs out by itself
 // while a seed runs: the model makes time pass only where it says so.
@@ -105,6 +106,11 @@ type mJob struct {
 	// chain is the links still to come after this job: their queues and
 	// uuids.
 	chain []mLink
+	// uniqueKey is the model's key of the UntilFinished lock the job was
+	// pushed with ("" for none): a retry from failed_jobs takes it again
+	// when no live lock holds it, with a fresh For (uniqueFor).
+	uniqueKey string
+	uniqueFor bool
 }
 
 type mLink struct{ queue, uuid string }
@@ -117,7 +123,13 @@ type mBatch struct {
 }
 
 type mLock struct {
-	mode      dbqueue.Until
+	mode dbqueue.Until
+	// job is the job that holds the lock. jobID is the id the lock row
+	// names: the job's id when it was pushed (an UntilExpired lock keeps
+	// naming it after the job is retried under a new id), or 0 for a lock
+	// a retry took again, which names the retried job's id, learned by the
+	// check after the step.
+	job       *mJob
 	jobID     int64
 	hasExpiry bool
 	expired   bool
@@ -248,7 +260,7 @@ func modelQueue(t *testing.T, db *dbtest.DB, w int) *dbqueue.Queue {
 
 func (m *model) logf(format string, args ...any) {
 	m.log = append(m.log, fmt.Sprintf("%3d ", m.step)+fmt.Sprintf(format, args...))
-	if len(m.log) > 60 {
+	if len(m.log) > *modelLogLines {
 		m.log = m.log[1:]
 	}
 }
@@ -319,6 +331,14 @@ func (m *model) pushDelayed() {
 	m.pushOne(dbqueue.NewJob{Name: "m", Queue: m.queue(), Data: m.step, Delay: modelDelay})
 }
 
+// holder is the job id a push refused by l names.
+func (l *mLock) holder() int64 {
+	if l.jobID != 0 {
+		return l.jobID
+	}
+	return l.job.id
+}
+
 // liveLock reports whether the model's lock still holds its key.
 func (m *model) liveLock(l *mLock) bool {
 	if l == nil || l.expired {
@@ -327,13 +347,11 @@ func (m *model) liveLock(l *mLock) bool {
 	if l.mode == dbqueue.UntilExpired {
 		return true
 	}
-	for _, j := range m.jobs {
-		if j.id != l.jobID || j.state > mReserved {
-			continue
-		}
-		return l.mode == dbqueue.UntilFinished || j.state != mReserved && j.attempts == 0
+	j := l.job
+	if j.state > mReserved {
+		return false
 	}
-	return false
+	return l.mode == dbqueue.UntilFinished || j.state != mReserved && j.attempts == 0
 }
 
 func (m *model) pushUnique() {
@@ -354,8 +372,8 @@ func (m *model) pushUnique() {
 	m.logf("push unique %s until %d for %v to %s: job %d, duplicate %v", key, u.Until, u.For, queue, id, dup)
 	old := m.locks[key]
 	if m.liveLock(old) {
-		if !dup || id != old.jobID {
-			m.errorf("PushUnique %s: got job %d, duplicate %v; the live lock of job %d should have refused it", key, id, dup, old.jobID)
+		if !dup || id != old.holder() {
+			m.errorf("PushUnique %s: got job %d, duplicate %v; the live lock of job %d should have refused it", key, id, dup, old.holder())
 		}
 		return
 	}
@@ -364,8 +382,12 @@ func (m *model) pushUnique() {
 		return
 	}
 	uuid, _ := m.learn(id)
-	m.adopt(&mJob{uuid: uuid, id: id, queue: queue, state: mReady})
-	m.locks[key] = &mLock{mode: u.Until, jobID: id, hasExpiry: u.For > 0}
+	mj := &mJob{uuid: uuid, id: id, queue: queue, state: mReady}
+	if u.Until == dbqueue.UntilFinished {
+		mj.uniqueKey, mj.uniqueFor = key, u.For > 0
+	}
+	m.adopt(mj)
+	m.locks[key] = &mLock{mode: u.Until, job: mj, jobID: id, hasExpiry: u.For > 0}
 }
 
 func (m *model) pushChain() {
@@ -550,8 +572,8 @@ func (m *model) uniqueRace() {
 	}
 	old := m.locks[key]
 	if m.liveLock(old) {
-		if pushed != 0 || ids[0] != old.jobID {
-			m.errorf("PushUnique %s racing: %d pushed, jobs %v; the live lock of job %d should have refused them all", key, pushed, ids, old.jobID)
+		if pushed != 0 || ids[0] != old.holder() {
+			m.errorf("PushUnique %s racing: %d pushed, jobs %v; the live lock of job %d should have refused them all", key, pushed, ids, old.holder())
 		}
 		return
 	}
@@ -560,8 +582,12 @@ func (m *model) uniqueRace() {
 		return
 	}
 	uuid, _ := m.learn(ids[0])
-	m.adopt(&mJob{uuid: uuid, id: ids[0], queue: queue, state: mReady})
-	m.locks[key] = &mLock{mode: u.Until, jobID: ids[0], hasExpiry: true}
+	mj := &mJob{uuid: uuid, id: ids[0], queue: queue, state: mReady}
+	if u.Until == dbqueue.UntilFinished {
+		mj.uniqueKey, mj.uniqueFor = key, true
+	}
+	m.adopt(mj)
+	m.locks[key] = &mLock{mode: u.Until, job: mj, jobID: ids[0], hasExpiry: true}
 }
 
 // pick removes and returns up to k random jobs worker w holds (or held:
@@ -606,10 +632,11 @@ func (m *model) countBatch(mj *mJob, failure bool) {
 		return
 	}
 	if failure {
-		b.failed++
-		if !slices.Contains(b.failedIDs, mj.uuid) {
-			b.failedIDs = append(b.failedIDs, mj.uuid)
+		if slices.Contains(b.failedIDs, mj.uuid) {
+			return // a job retried from failed_jobs counts its failure once
 		}
+		b.failed++
+		b.failedIDs = append(b.failedIDs, mj.uuid)
 		if b.failed == 1 && !b.allowFailures {
 			b.cancelled, b.finished = true, true
 		}
@@ -793,6 +820,11 @@ func (m *model) retry() {
 	if err != nil || n != 1 {
 		m.errorf("Retry of failed job %s: %d, %v", mj.uuid, n, err)
 		return
+	}
+	// The retried job takes its UntilFinished lock again, with a fresh
+	// For, unless a live lock of another job holds the key by now.
+	if mj.uniqueKey != "" && !m.liveLock(m.locks[mj.uniqueKey]) {
+		m.locks[mj.uniqueKey] = &mLock{mode: dbqueue.UntilFinished, job: mj, hasExpiry: mj.uniqueFor}
 	}
 	mj.state, mj.id, mj.attempts = mReady, 0, 0
 }
