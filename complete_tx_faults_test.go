@@ -152,4 +152,3 @@ JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id WHERE b.trx
 		time.Sleep(5 * time.Millisecond) // polling the server's lock table
 	}
 }
-
