@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/driver/dbqpgx"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
@@ -400,4 +401,92 @@ func TestResolveCommitReadsTheRow(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The same on a pgx pool: a handler's pgx transaction holds its effect,
+// a follow-up push and the job's end; a stale holder's is refused before
+// its commit; snooze and cancel are written in the transaction.
+func TestCompleteInPgxTransaction(t *testing.T) {
+	pool, q := pgxQueue(t)
+	if _, err := pool.Exec(ctx, "CREATE TABLE effects (job_id BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	count := func(query string) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	push(t, q, dbqueue.NewJob{Name: "charge"})
+	job := reserve(t, q, 1)[0]
+	for _, commit := range []bool{false, true} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO effects (job_id) VALUES ($1)", job.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dbqpgx.PushTx(ctx, q, tx, dbqueue.NewJob{Name: "receipt", Queue: "next"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := dbqpgx.CompleteTx(ctx, q, tx, job); err != nil {
+			t.Fatalf("dbqpgx.CompleteTx: %v", err)
+		}
+		if !commit {
+			_ = tx.Rollback(ctx)
+			if n := count("SELECT COUNT(*) FROM effects") + count("SELECT COUNT(*) FROM jobs WHERE queue = 'next'"); n != 0 {
+				t.Fatalf("a rolled-back pgx transaction left %d rows", n)
+			}
+			continue
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if count("SELECT COUNT(*) FROM effects") != 1 || count("SELECT COUNT(*) FROM jobs WHERE queue = 'next'") != 1 || count("SELECT COUNT(*) FROM jobs WHERE queue = 'default'") != 0 {
+		t.Fatal("after the commit: want one effect, the follow-up, and the job gone")
+	}
+
+	push(t, q, dbqueue.NewJob{Name: "poll"})
+	stale := reserve(t, q, 1)[0]
+	if _, err := pool.Exec(ctx, "UPDATE jobs SET reserved_at = reserved_at - 100000 WHERE reserved_at IS NOT NULL"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := reserve(t, q, 1)[0]
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dbqpgx.CompleteTx(ctx, q, tx, stale); !errors.Is(err, dbqueue.ErrNotHeld) {
+		t.Fatalf("stale holder's dbqpgx.CompleteTx: %v, want ErrNotHeld", err)
+	}
+	_ = tx.Rollback(ctx)
+	tx, _ = pool.Begin(ctx)
+	if err := dbqpgx.SnoozeTx(ctx, q, tx, fresh, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := reserve(t, q, 1)[0]
+	if again.Attempts != fresh.Attempts {
+		t.Fatalf("after a snooze: attempt %d, want %d again", again.Attempts, fresh.Attempts)
+	}
+	tx, _ = pool.Begin(ctx)
+	if err := dbqpgx.CancelTx(ctx, q, tx, again, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if count("SELECT COUNT(*) FROM failed_jobs WHERE exception LIKE '%cancelled by its handler: not needed%'") != 1 {
+		t.Fatal("the cancelled job is not in failed_jobs")
+	}
+	my := dbtest.New(t, dbqueue.SQLite).Queue(t)
+	if err := dbqpgx.CompleteTx(ctx, my, tx, again); err == nil || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("pgx tx on a SQLite queue: %v", err)
+	}
 }
