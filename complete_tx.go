@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
@@ -303,4 +304,52 @@ func (e ext) ReleaseIn(ctx context.Context, tx sqldb.Tx, job *Job, delay time.Du
 // and after its count.
 func (e ext) FailIn(ctx context.Context, tx sqldb.Tx, job *Job, cause error) (before, after *Batch, err error) {
 	return e.q.failIn(ctx, tx, job, cause)
+}
+
+// Snooze puts a held job back to run again after d and takes its attempt
+// back, as SnoozeTx does, in a transaction of its own.
+func (q *Queue) Snooze(ctx context.Context, job *Job, d time.Duration) error {
+	if job == nil {
+		return errors.New("dbqueue: Snooze: nil job")
+	}
+	return sqldb.Retry(ctx, func() error {
+		tx, err := q.db.Begin(ctx, sqldb.TxOptions{})
+		if err != nil {
+			return sqldb.Wrap("snooze", err)
+		}
+		if err := q.releaseIn(ctx, tx, job, d, true); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return err
+		}
+		return sqldb.Wrap("snooze", tx.Commit(ctx))
+	})
+}
+
+// Snooze is Queue.Snooze, for the worker.
+func (e ext) Snooze(ctx context.Context, job *Job, d time.Duration) error {
+	return e.q.Snooze(ctx, job, d)
+}
+
+// BeginNative begins a transaction on the queue's pool as its client's
+// own type (*sql.Tx, pgx.Tx) for a transactional handler, with the same
+// transaction adapted for the ends above.
+func (e ext) BeginNative(ctx context.Context) (native any, tx sqldb.Tx, err error) {
+	b, ok := e.q.db.(sqldb.NativeBeginner)
+	if !ok {
+		return nil, nil, fmt.Errorf("dbqueue: the %s queue's pool cannot begin a transaction for a handler", e.q.dialect)
+	}
+	native, tx, err = b.BeginNative(ctx)
+	if err != nil {
+		return nil, nil, sqldb.Wrap("begin the handler's transaction", err)
+	}
+	return native, tx, nil
+}
+
+// NativeTx is the type of BeginNative's transactions, nil when the pool
+// begins none.
+func (e ext) NativeTx() reflect.Type {
+	if b, ok := e.q.db.(sqldb.NativeBeginner); ok {
+		return b.NativeTx()
+	}
+	return nil
 }

@@ -490,3 +490,24 @@ func TestCompleteInPgxTransaction(t *testing.T) {
 		t.Fatalf("pgx tx on a SQLite queue: %v", err)
 	}
 }
+
+// Snooze without a transaction of the caller's: the job comes back after
+// the delay with its attempt given back; a stale holder's snooze says so.
+func TestSnoozeGivesTheAttemptBack(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		push(t, q, dbqueue.NewJob{Name: "poll"})
+		for i := 0; i < 3; i++ {
+			job := reserve(t, q, 1)[0]
+			if job.Attempts != 1 {
+				t.Fatalf("after %d snoozes: attempt %d, want 1", i, job.Attempts)
+			}
+			if err := q.Snooze(ctx, job, 0); err != nil {
+				t.Fatalf("Snooze: %v", err)
+			}
+			if err := q.Snooze(ctx, job, 0); !errors.Is(err, dbqueue.ErrNotHeld) {
+				t.Fatalf("a second snooze of the same run: %v, want ErrNotHeld", err)
+			}
+		}
+	})
+}

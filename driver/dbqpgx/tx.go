@@ -3,6 +3,7 @@ package dbqpgx
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,3 +84,19 @@ func FailTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, job *dbqueue.Job, 
 func CancelTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, job *dbqueue.Job, reason string) error {
 	return FailTx(ctx, q, tx, job, dbqueue.Cancelled(reason))
 }
+
+// BeginNative begins a pgx transaction on the pool, for handlers that
+// write in their job's transaction (worker.HandleTx with a pgx.Tx).
+func (p *poolDB) BeginNative(ctx context.Context) (any, sqldb.Tx, error) {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+}
+
+// NativeTx is pgx.Tx: a queue on a pgx pool gives its transactional
+// handlers a pgx.Tx.
+func (p *poolDB) NativeTx() reflect.Type { return reflect.TypeFor[pgx.Tx]() }
+
+var _ sqldb.NativeBeginner = (*poolDB)(nil)
