@@ -33,7 +33,9 @@ type Batch struct {
 	Name string
 	// TotalJobs were pushed with the batch. PendingJobs have not yet
 	// succeeded: a failed job stays pending (it may be retried from
-	// failed_jobs) and is counted in FailedJobs too, as Laravel counts.
+	// failed_jobs) and is counted in FailedJobs too, as Laravel counts,
+	// but once however often it is retried and fails again, so Done
+	// cannot turn true while jobs of the batch have not run.
 	TotalJobs, PendingJobs, FailedJobs int
 	// FailedJobIDs are the payload uuids of the jobs that failed (and
 	// were not retried with success since).
@@ -274,6 +276,15 @@ func chainNext(job *Job) ([]dialect.PushRow, error) {
 	if err := checkQueueName(next.Queue); err != nil {
 		return nil, fmt.Errorf("dbqueue: job %d: the next link of its chain: %w", job.ID, err)
 	}
+	// Refused here rather than pushed: a link that is no job would only
+	// fail when claimed, its chain lost; a delay past any time would fail
+	// the push on every try.
+	if _, err := DecodePayload(payload); err != nil {
+		return nil, fmt.Errorf("dbqueue: job %d: the next link of its chain carries no job payload: %w", job.ID, err)
+	}
+	if maxSeconds := int64(MaxDelay / time.Second); next.Delay < 0 || next.Delay > maxSeconds || next.RunAt < 0 || next.RunAt > time.Now().Unix()+maxSeconds {
+		return nil, fmt.Errorf("dbqueue: job %d: the next link of its chain has delay %d and runAt %d: each must be whole seconds from 0 up to 100 years ahead", job.ID, next.Delay, next.RunAt)
+	}
 	row := dialect.PushRow{Queue: next.Queue, Payload: payload, At: next.Delay}
 	if next.RunAt != 0 {
 		row.Absolute, row.At = true, next.RunAt
@@ -295,15 +306,15 @@ func (j *Job) linked() bool {
 // is gone.
 func (q *Queue) finishLinked(ctx context.Context, job *Job, cause error) (before, after *Batch, err error) {
 	f := dialect.Finish{BatchID: job.Payload.BatchID, JobUUID: job.Payload.UUID}
-	var text, uuid string
+	var fail dialect.Failure
 	if cause == nil {
 		if f.Next, err = chainNext(job); err != nil {
-			return nil, nil, err
+			return nil, nil, markUnwritable(err) // no retry pushes this link
 		}
 		f.Notify = len(f.Next) > 0 && q.wake.shouldNotify(f.Next)
 	} else {
-		text, uuid = failureText(job, cause)
-		f.Fail = &dialect.Failure{UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: job.RawPayload, Exception: text}
+		fail = q.failure(job, cause)
+		f.Fail = &fail
 	}
 	var res dialect.FinishResult
 	err = sqldb.Retry(ctx, func() (err error) {
@@ -315,7 +326,7 @@ func (q *Queue) finishLinked(ctx context.Context, job *Job, cause error) (before
 	}
 	if !res.Held {
 		if cause != nil {
-			if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, uuid, text); cerr == nil && done {
+			if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, fail); cerr == nil && done {
 				return nil, nil, nil // our own fail, its reply lost
 			}
 		}

@@ -119,6 +119,8 @@ func opener(dsn string) (sqldb.Opener, error) {
 		}
 		if strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") {
 			want = MySQL
+		} else if key, _, kv := strings.Cut(dsn, "="); kv && !strings.ContainsAny(key, ":/@?") {
+			return sqldb.Opener{}, fmt.Errorf("dbqueue: DSN %q is a key=value DSN, which dbqueue does not read: write it as a URL, postgres://user:pass@host:5432/db?sslmode=disable", sqldb.Redact(dsn))
 		} else {
 			return sqldb.Opener{}, fmt.Errorf("dbqueue: DSN %q is not postgres://, mysql://, sqlite: nor a go-sql-driver/mysql DSN (user:pass@tcp(host:3306)/db)", sqldb.Redact(dsn))
 		}

@@ -2,6 +2,7 @@ package dbqueue
 
 import (
 	"context"
+	"errors"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -23,6 +24,13 @@ func (e ext) DeleteMany(ctx context.Context, jobs []*Job) ([]*Job, error) {
 // those no longer held.
 func (e ext) ReleaseMany(ctx context.Context, rs []Releasing) ([]*Job, error) {
 	return e.q.releaseMany(ctx, rs)
+}
+
+// Reserve is Queue.Reserve that also calls failed for each job it moved
+// to failed_jobs at claim time (a malformed payload, ErrAttemptsExhausted),
+// so the worker logs it and fires its failure hooks.
+func (e ext) Reserve(ctx context.Context, n int, queues []string, failed func(job *Job, cause error)) ([]*Job, error) {
+	return e.q.reserve(ctx, n, failed, queues)
 }
 
 // Unreserve gives back a held job without counting its attempt.
@@ -49,6 +57,14 @@ func (e ext) Signals(ctx context.Context, queues []string) (restart int64, pause
 // Payloads lists the payloads of a queue's jobs in id order.
 func (e ext) Payloads(ctx context.Context, queue string) ([][]byte, error) {
 	return e.q.sql.Payloads(ctx, e.q.db, queue)
+}
+
+// Unwritable reports whether err, from a finish, came from the job
+// itself (its chain, its new payload) rather than the database: retrying
+// the finish cannot help.
+func (e ext) Unwritable(err error) bool {
+	var u unwritable
+	return errors.As(err, &u)
 }
 
 // Linked reports whether a job chains a next job or belongs to a batch,

@@ -19,6 +19,24 @@ var ErrNotHeld = errors.New("dbqueue: job is no longer held by this reservation 
 // finishChunk bounds the jobs one finishing statement names.
 const finishChunk = 1000
 
+// unwritable marks an error a finish meets in the job itself rather than
+// in the database: a chain link that cannot be pushed, a payload a
+// release cannot write. Running the finish again meets it again, so a
+// worker fails the job at once instead of retrying until its reservation
+// runs out and running a job that succeeded again (see ext.Unwritable).
+type unwritable struct{ err error }
+
+func (u unwritable) Error() string { return u.err.Error() }
+func (u unwritable) Unwrap() error { return u.err }
+
+// markUnwritable marks err as unwritable (nil stays nil).
+func markUnwritable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unwritable{err}
+}
+
 func notHeld(job *Job) error {
 	return fmt.Errorf("job %d (attempt %d): %w", job.ID, job.Attempts, ErrNotHeld)
 }
@@ -123,25 +141,37 @@ func (q *Queue) unreserve(ctx context.Context, job *Job) error {
 // A Fail retried after its reply was lost finds its own work done (the row
 // gone, failed_jobs holding it with this very cause) and succeeds, so a
 // worker's failure hooks still run.
+//
+// The copy of the payload in failed_jobs carries, under the key
+// "dbqueueFailedBy", the reservation that failed it (the row's id and the
+// claim's token): that is how a retried Fail tells its own committed work
+// from another holder's failure with the same text — a stale holder whose
+// reservation ran out, whose job was reclaimed and failed by the new one.
+// Laravel ignores the key and its queue:retry carries it along; package
+// failed lists and retries the payload without it.
 func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
-	text, uuid := failureText(job, cause)
+	f := q.failure(job, cause)
 	var held bool
 	err := sqldb.Retry(ctx, func() (err error) {
-		held, err = q.sql.FailMove(ctx, q.db, job.held(), dialect.Failure{
-			UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: job.RawPayload, Exception: text,
-		})
+		held, err = q.sql.FailMove(ctx, q.db, job.held(), f)
 		return err
 	})
 	if err != nil {
 		return sqldb.Wrap("fail", err)
 	}
 	if !held {
-		if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, uuid, text); cerr == nil && done {
+		if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, f); cerr == nil && done {
 			return nil
 		}
 		return notHeld(job)
 	}
 	return nil
+}
+
+// failure is the failed_jobs row that failing job with cause writes.
+func (q *Queue) failure(job *Job, cause error) dialect.Failure {
+	text, uuid := failureText(job, cause)
+	return dialect.Failure{UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: dialect.MarkFailed(job.RawPayload, job.ID, job.token), Exception: text}
 }
 
 // failureText is the exception text and uuid a failure of job writes.

@@ -210,6 +210,16 @@ func TestDriverMustMatchConnection(t *testing.T) {
 // A server that cannot be reached is named as such, not blamed on the
 // driver package: the error keeps the driver's own reason and says what to
 // check in the DSN.
+// TestUnopenableSQLiteFileSaysSo: a SQLite file that cannot be opened is
+// not called a server that does not answer.
+func TestUnopenableSQLiteFileSaysSo(t *testing.T) {
+	_, err := dbqueue.Open(ctx, "sqlite:"+t.TempDir()+"/no/such/dir/q.db")
+	wantErr(t, "Open on a file in a missing directory", err, "cannot open the sqlite database file", "directory")
+	if strings.Contains(fmt.Sprint(err), "server") {
+		t.Errorf("a SQLite file was called a server: %v", err)
+	}
+}
+
 func TestUnreachableServerSaysSo(t *testing.T) {
 	_, err := dbqueue.Open(ctx, "postgres://postgres@127.0.0.1:1/test?connect_timeout=2")
 	wantErr(t, "Open on a closed port", err, "cannot confirm the connection is a postgres database", "connection refused", "host, port")
@@ -234,6 +244,9 @@ func TestMissingTables(t *testing.T) {
 					t.Errorf("%s: %v, want ErrNoTables", what, err)
 				}
 				wantErr(t, what, err, "migrate up", "migrations.Up")
+				if msg := fmt.Sprint(err); strings.Contains(msg, ": dbqueue:") {
+					t.Errorf("%s: %q nests the \"dbqueue:\" prefix, want it once at the start", what, msg)
+				}
 			}
 			q, err := dbqueue.Open(ctx, db.DSN)
 			check("Open", q, err)

@@ -29,11 +29,11 @@ func (q *Queue) releaseMany(ctx context.Context, rs []Releasing) (lost []*Job, e
 	decoded := make([]Payload, len(rs))
 	for i, r := range rs {
 		if r.Delay < 0 {
-			return nil, fmt.Errorf("dbqueue: release job %d: negative delay %v", r.Job.ID, r.Delay)
+			return nil, markUnwritable(fmt.Errorf("dbqueue: release job %d: negative delay %v", r.Job.ID, r.Delay))
 		}
 		if r.Payload != nil {
 			if decoded[i], err = DecodePayload(r.Payload); err != nil {
-				return nil, fmt.Errorf("dbqueue: release job %d: %w", r.Job.ID, err)
+				return nil, markUnwritable(fmt.Errorf("dbqueue: release job %d: %w", r.Job.ID, err))
 			}
 		}
 	}

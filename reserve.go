@@ -31,6 +31,19 @@ var ErrAttemptsExhausted = errors.New("dbqueue: the job was reserved as many tim
 // A row whose payload does not decode is moved to failed_jobs with the
 // decode error instead of being returned, so it never blocks the queue.
 func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, error) {
+	return q.reserve(ctx, n, nil, queues)
+}
+
+// claimFailed hears a job Reserve moved to failed_jobs at claim time,
+// with the cause written: a payload that does not decode (the Job then
+// has its ID, Queue, Attempts and RawPayload, and as much of Payload as
+// decoded) or ErrAttemptsExhausted. It is called only once the move
+// committed.
+type claimFailed func(job *Job, cause error)
+
+// reserve is Reserve, telling failed (when not nil) of each job it
+// failed at claim time, so a worker can log it and fire its hooks.
+func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, queues []string) ([]*Job, error) {
 	if n < 1 || n > maxReserve {
 		return nil, fmt.Errorf("dbqueue: Reserve(%d): n must be between 1 and %d", n, maxReserve)
 	}
@@ -42,7 +55,7 @@ func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, e
 		if err := checkQueueName(name); err != nil {
 			return jobs, err
 		}
-		got, err := q.reserveFrom(ctx, name, n-len(jobs))
+		got, err := q.reserveFrom(ctx, name, n-len(jobs), failed)
 		if err != nil {
 			// Jobs already claimed from earlier queues are returned with
 			// the error so the caller can still finish them.
@@ -56,7 +69,7 @@ func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, e
 	return jobs, nil
 }
 
-func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, error) {
+func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed claimFailed) ([]*Job, error) {
 	var rows []dialect.JobRow
 	// Taken before the claim, so the local deadline is never late, and a
 	// second early: the database stamps reserved_at in whole seconds, so it
@@ -82,7 +95,11 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int) ([]*Job, e
 			badErr = fmt.Errorf("job %d, attempt %d: %w", job.ID, job.Attempts, ErrAttemptsExhausted)
 		}
 		if badErr != nil {
-			failErr = errors.Join(failErr, q.Fail(ctx, job, badErr))
+			err := q.Fail(ctx, job, badErr)
+			if err == nil && failed != nil {
+				failed(job, badErr)
+			}
+			failErr = errors.Join(failErr, err)
 			continue
 		}
 		jobs = append(jobs, job)

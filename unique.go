@@ -20,7 +20,8 @@ type Until int
 const (
 	// UntilFinished holds the lock while the job is in the jobs table:
 	// until it succeeds or fails for good (Laravel's ShouldBeUnique). A job
-	// waiting to be retried still holds it. It is the zero value.
+	// waiting to be retried still holds it, and a job retried from
+	// failed_jobs takes it again (see PushUnique). It is the zero value.
 	UntilFinished Until = dialect.UntilFinished
 	// UntilStarted holds the lock until a worker first claims the job
 	// (ShouldBeUniqueUntilProcessing): a new one may be queued while this
@@ -90,6 +91,12 @@ func lockKey(parts ...string) string {
 // A lock ends when u.For runs out and as u.Until says; an ended lock is
 // taken over by the next push. Locks are kept in a table of their own
 // (dbqueue_unique, created by migrate up); PruneUnique clears ended ones.
+//
+// An UntilFinished job carries its lock's key in its payload
+// ("uniqueLock", which PHP ignores), so that retrying it from failed_jobs
+// (package failed) takes the lock again for the retried job, for a new
+// u.For, unless another job of the key took it while this one was failed:
+// then the lock stays with that job, and the retried job runs without it.
 func (q *Queue) PushUnique(ctx context.Context, job NewJob, u Unique) (id int64, duplicate bool, err error) {
 	rows, lock, err := q.uniqueRows(job, u)
 	if err != nil {
@@ -139,7 +146,13 @@ func (q *Queue) uniqueRows(job NewJob, u Unique) ([]dialect.PushRow, dialect.Uni
 		}
 	}
 	lock, err := u.lock(job.Name, data, rows[0].Queue)
-	return rows, lock, err
+	if err != nil {
+		return nil, dialect.UniqueLock{}, err
+	}
+	if lock.Mode == dialect.UntilFinished {
+		rows[0].Payload = dialect.MarkRetryLock(rows[0].Payload, lock)
+	}
+	return rows, lock, nil
 }
 
 // pushLocked takes lock and inserts row inside ex, one transaction.

@@ -161,16 +161,42 @@ func (s *Store) retryAll(ctx context.Context, queue string) (int, error) {
 // reset as Laravel's queue:retry does, and deletes them from failed_jobs,
 // inside the caller's transaction. PostgreSQL listeners are woken by the
 // same statement; this process's own, on other databases, when it returns.
+//
+// A job pushed with an UntilFinished unique lock takes its lock again
+// (dbqueue.Queue.PushUnique): its lock ended when it failed, and a
+// retried job that did not hold it would let a push of its key queue a
+// copy. If another job of the key took the lock while this one was
+// failed, the lock stays with that one and the retried job runs without
+// it: one job holds a key, never two.
 func (s *Store) move(ctx context.Context, tx sqldb.Tx, rows []retryRow) (int, error) {
-	moved := make([]dialect.FailedRow, len(rows))
-	for i, r := range rows {
+	var plain []dialect.FailedRow
+	flush := func() error {
+		if len(plain) == 0 {
+			return nil
+		}
+		err := s.sql.RetryFromFailed(ctx, tx, plain)
+		plain = plain[:0]
+		return err
+	}
+	for _, r := range rows {
 		if r.Queue == "" {
 			r.Queue = s.queue // as Laravel's pushRaw does with an empty queue
 		}
 		r.Payload = resetAttempts(r.Payload)
-		moved[i] = r
+		lock, unique := dialect.RetryLock(r.Payload)
+		if !unique {
+			plain = append(plain, r)
+			continue
+		}
+		// In id order with the rest, so jobs go back in the order they failed.
+		if err := flush(); err != nil {
+			return 0, err
+		}
+		if _, err := s.sql.(dialect.Uniquer).RetryUnique(ctx, tx, r, lock); err != nil {
+			return 0, err
+		}
 	}
-	if err := s.sql.RetryFromFailed(ctx, tx, moved); err != nil {
+	if err := flush(); err != nil {
 		return 0, err
 	}
 	return len(rows), nil

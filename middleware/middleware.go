@@ -175,16 +175,19 @@ func LockedDiscard() LockOption {
 // released (LockedReleaseAfter) or deleted (LockedDiscard).
 //
 // expire bounds how long a lock holds if its worker dies without letting
-// go: make it longer than the jobs' timeout, or a second job of the key
-// may start while a slow first one still runs. It is counted in whole
-// seconds, rounded up, and a lock lasts at least that long. Unlike
-// Laravel's, a lock always expires: a crashed worker must not block its
-// key for good. WithoutOverlapping panics on a nil queue or an expire
-// below 1s.
+// go. A lock never expires while its job runs: when expire is shorter
+// than the time the job may run (its timeout: the deadline of the job's
+// context), the lock is taken for that time instead, and while the
+// handler runs (even past its timeout, ignoring its context) the lock is
+// renewed every half of its length, so a second job of the key cannot
+// start beside it. It is counted in whole seconds, rounded up, and a lock
+// lasts at least that long. Unlike Laravel's, a lock always expires: a
+// crashed worker must not block its key for good. WithoutOverlapping
+// panics on a nil queue or an expire below 1s.
 func WithoutOverlapping(q *dbqueue.Queue, key KeyFunc, expire time.Duration, opts ...LockOption) worker.Middleware {
 	s := storeOf("WithoutOverlapping", q)
 	if expire < time.Second || expire > dbqueue.MaxDelay {
-		panic(fmt.Sprintf("middleware: WithoutOverlapping with expire %v: use from 1s (longer than the jobs' timeout) to 100 years", expire))
+		panic(fmt.Sprintf("middleware: WithoutOverlapping with expire %v: use from 1s to 100 years (the lock lasts at least the job's timeout anyway)", expire))
 	}
 	var c lockConfig
 	for _, o := range opts {
@@ -197,7 +200,12 @@ func WithoutOverlapping(q *dbqueue.Queue, key KeyFunc, expire time.Duration, opt
 			if k == "" {
 				return next(ctx, job)
 			}
-			lock, owner := name("", k), newOwner()
+			lock, owner, ttl := name("", k), newOwner(), ttl
+			if d, ok := ctx.Deadline(); ok {
+				// The lock must outlast the job's timeout, and the second
+				// its database clock may round away.
+				ttl = max(ttl, min(seconds(time.Until(d))+1, maxSeconds))
+			}
 			var taken bool
 			err := sqldb.Retry(ctx, func() (err error) {
 				taken, err = s.sql.TakeLock(ctx, s.db, lock, owner, ttl)
@@ -212,7 +220,9 @@ func WithoutOverlapping(q *dbqueue.Queue, key KeyFunc, expire time.Duration, opt
 				}
 				return worker.ReleaseAfter(c.releaseAfter)
 			}
+			stopRenew := renewLock(context.WithoutCancel(ctx), s, lock, owner, ttl)
 			defer func() {
+				stopRenew()
 				// Let go even when the job's context has ended (a timeout)
 				// or the handler panicked: otherwise the key stays locked
 				// until the lock expires. A failure to let go is not the
@@ -225,6 +235,40 @@ func WithoutOverlapping(q *dbqueue.Queue, key KeyFunc, expire time.Duration, opt
 			}()
 			return next(ctx, job)
 		}
+	}
+}
+
+// maxSeconds is dbqueue.MaxDelay in seconds: the longest lock taken.
+const maxSeconds = int64(dbqueue.MaxDelay / time.Second)
+
+// renewLock moves owner's lock to expire ttl seconds later every ttl/2
+// until the returned stop is called (the handler returned): a handler
+// that runs past its timeout, ignoring its context, keeps its key locked,
+// while a worker that dies stops renewing and its lock expires. A renewal
+// that fails is tried again at the next one; the lock still holds ttl from
+// the last that worked.
+func renewLock(ctx context.Context, s store, lock, owner string, ttl int64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		every := time.Duration(ttl) * time.Second / 2
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(ctx, every)
+				_ = s.sql.ExtendLock(rctx, s.db, lock, owner, ttl)
+				cancel()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished // no renewal after the release
 	}
 }
 
@@ -257,12 +301,18 @@ func ThrottleWhen(fn func(error) bool) ThrottleOption {
 // count.
 //
 // The count is kept in the database, in the limits table, so it is shared
-// by every worker of the queue. Before each run it costs one read; an
-// error costs one upsert; a success after errors, one delete. Errors the
-// handler returns are still returned (the job is retried with its backoff
-// or failed, as without the middleware; Laravel instead releases it);
-// ReleaseAfter, FailNow and Discard are no exceptions and are not counted,
-// nor is a job cancelled because its worker is stopping.
+// by every worker of the queue, and never lets more than maxExceptions
+// runs through, however many workers start jobs of the key at once: a run
+// takes its place in the count (one atomic upsert) before it starts, a run
+// that cannot is released to the end of the window, and a run that ends
+// without an exception gives its place back. So maxExceptions also bounds
+// the runs of a key under way at once until one succeeds: set it at least
+// to the key's concurrency. A success costs one delete more; an exception,
+// nothing more. Errors the handler returns are still returned (the job is
+// retried with its backoff or failed, as without the middleware; Laravel
+// instead releases it); ReleaseAfter, FailNow and Discard are no
+// exceptions and are not counted, nor is a job cancelled because its
+// worker is stopping.
 //
 // decay is counted in whole seconds, rounded up. ThrottlesExceptions panics
 // on a nil queue, a maxExceptions below 1 or a decay below 1s.
@@ -286,38 +336,47 @@ func ThrottlesExceptions(q *dbqueue.Queue, key KeyFunc, maxExceptions int, decay
 				return next(ctx, job)
 			}
 			row := name("throttle:", k)
+			// Check and count in one step: the run is counted as an
+			// exception before it starts, so concurrent runs can never all
+			// see room for one more.
 			var hits, left int64
 			err := sqldb.Retry(ctx, func() (err error) {
-				hits, left, err = s.sql.Hits(ctx, s.db, row, window)
+				hits, left, err = s.sql.Hit(ctx, s.db, row, window)
 				return err
 			})
 			if err != nil {
 				return dbErr("ThrottlesExceptions", k, err)
 			}
-			if hits >= int64(maxExceptions) {
+			if hits > int64(maxExceptions) {
 				return worker.ReleaseAfter(waitSeconds(left))
 			}
+			windowEnd := time.Now().Add(time.Duration(left) * time.Second)
 			err = next(ctx, job)
 			rctx := context.WithoutCancel(ctx)
 			switch {
 			case err == nil:
-				if hits > 0 {
-					if cerr := sqldb.Retry(rctx, func() error { return s.sql.ClearHits(rctx, s.db, row) }); cerr != nil {
-						return nil // the job succeeded; the count decays by itself
-					}
-				}
+				// Laravel's success clears the count. If the delete fails
+				// the job still succeeded; the count decays by itself.
+				_ = sqldb.Retry(rctx, func() error { return s.sql.ClearHits(rctx, s.db, row) })
 				return nil
 			case worker.IsOutcome(err),
 				errors.Is(err, context.Canceled) && ctx.Err() != nil,
 				c.when != nil && !c.when(err):
+				// No exception: give the place back.
+				if derr := sqldb.Retry(rctx, func() error { return s.sql.DropHit(rctx, s.db, row, int64(maxExceptions)) }); derr != nil {
+					return errors.Join(err, dbErr("ThrottlesExceptions", k, derr))
+				}
 				return err
-			}
-			herr := sqldb.Retry(rctx, func() error {
-				_, _, err := s.sql.Hit(rctx, s.db, row, window)
-				return err
-			})
-			if herr != nil {
-				return errors.Join(err, dbErr("ThrottlesExceptions", k, herr))
+			case time.Now().After(windowEnd):
+				// The window the run was counted in passed while it ran:
+				// count the exception in the current one.
+				herr := sqldb.Retry(rctx, func() error {
+					_, _, err := s.sql.Hit(rctx, s.db, row, window)
+					return err
+				})
+				if herr != nil {
+					return errors.Join(err, dbErr("ThrottlesExceptions", k, herr))
+				}
 			}
 			return err
 		}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -49,13 +50,20 @@ func (w *Worker) callbacksFor(name string) (BatchCallbacks, bool) {
 
 // complete writes a successful job's end: unlinked jobs go to the batched
 // deletes; a chain link or batch job is finished in its own transaction,
-// which also pushes the chain's next job and counts the batch.
-func (r *run) complete(job *dbqueue.Job) {
+// which also pushes the chain's next job and counts the batch. A success
+// that can never be written (its chain's next link is unusable) fails the
+// job instead, saying the handler succeeded; complete then reports false.
+func (r *run) complete(job *dbqueue.Job, h *handler, took time.Duration) bool {
 	if !r.w.ext.Linked(job) {
 		r.done.add(job)
-		return
+		return true
 	}
-	_ = r.finishLinked(job, nil)
+	err := r.finishLinked(job, nil)
+	if !r.w.recurs(err) {
+		return true
+	}
+	r.fail(job, h, took, successUnwritable(job, err))
+	return false
 }
 
 // finishLinked ends a linked job (cause nil: success), retrying database
@@ -72,7 +80,7 @@ func (r *run) finishLinked(job *dbqueue.Job, cause error) error {
 		switch {
 		case errors.Is(err, dbqueue.ErrNotHeld):
 			r.logJob(job, 0, "finished, but no longer held (reclaimed after retry_after): it may run again", err)
-		case cause == nil:
+		case cause == nil && !r.w.recurs(err):
 			r.logJob(job, 0, "not finished: it runs again after retry_after", err)
 		}
 		return err
@@ -150,9 +158,13 @@ func (r *run) batchCancelled(job *dbqueue.Job) bool {
 // discardCancelled deletes a job of a cancelled batch without running it,
 // counted as processed in the batch, as Laravel's cancelled batch jobs
 // return at once.
-func (r *run) discardCancelled(job *dbqueue.Job) {
+func (r *run) discardCancelled(job *dbqueue.Job, h *handler) {
 	err := r.finishLinked(job, nil)
-	r.logJob(job, 0, "discarded: its batch was cancelled", err)
+	if r.w.recurs(err) {
+		r.fail(job, h, 0, fmt.Errorf("%s: its batch was cancelled, so it was to be discarded, but %w: %w", job.Name(), ErrUnwritable, err))
+		return
+	}
+	r.logDone(job, 0, "discarded: its batch was cancelled", err)
 	if fn := r.w.opts.Events.JobProcessed; fn != nil && err == nil {
 		fn(r.jobCtx, job, time.Duration(0))
 	}

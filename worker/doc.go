@@ -12,6 +12,15 @@
 // deploy a worker of the new version runs it, and failed when its tries
 // run out.
 //
+// A job reserved again past its tries was abandoned by a worker that
+// stopped while running it (killed, crashed): a handler failure on the
+// last try fails the job rather than releasing it. Laravel fails such a
+// job without running it, which on its default of one try sends every job
+// in flight on a killed worker to failed_jobs; this worker runs it up to
+// Options.AbandonedRetries (2) more times, then fails it with ErrAbandoned,
+// since a job that keeps killing its worker must end. Set
+// AbandonedRetries to LaravelAbandoned for Laravel's exact rule.
+//
 // Handlers are registered by name (Handle, HandleJSON) or by args type
 // (Register, for dbqueue.JobArgs types pushed with dbqueue.PushArgs). Tries,
 // backoff and timeout come from the job's payload, else its handler

@@ -34,7 +34,13 @@ type Events struct {
 	// and not to JobReleased (which earlier versions called with a zero
 	// delay, as they still do when this hook is nil).
 	JobGivenBack func(ctx context.Context, job *dbqueue.Job)
-	// JobFailed: the job was moved to failed_jobs.
+	// JobFailed: the job was moved to failed_jobs. That includes jobs
+	// failed as they were claimed, without running (JobProcessing is not
+	// called for them): a payload that does not decode — the Job then
+	// carries its row's ID, Queue, Attempts and RawPayload, and as much of
+	// Payload as decoded, so its Name may be empty — and a job reserved as
+	// often as its attempts column counts (dbqueue.ErrAttemptsExhausted).
+	// The handler's OnFailure runs for them too when the payload names it.
 	JobFailed func(ctx context.Context, job *dbqueue.Job, err error)
 	// JobTimedOut: the job ran past its timeout.
 	JobTimedOut func(ctx context.Context, job *dbqueue.Job)

@@ -12,11 +12,13 @@ import (
 type queueExt interface {
 	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
 	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
+	Reserve(ctx context.Context, n int, queues []string, failed func(job *dbqueue.Job, cause error)) ([]*dbqueue.Job, error)
 	Unreserve(ctx context.Context, job *dbqueue.Job) error
 	Wakeups(queues ...string) (<-chan struct{}, func())
 	WithKey(raw []byte, key string, value any) ([]byte, error)
 	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
 	Linked(job *dbqueue.Job) bool
+	Unwritable(err error) bool
 	FinishLinked(ctx context.Context, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
 }
 

@@ -59,6 +59,10 @@ const runOnceBatch = 1000
 // it. Laravel's `queue:work --once` works one job; RunOnce works what is
 // ready: for tests (dbqueuetest.Work), cron-driven or serverless workers.
 //
+// Jobs the claims failed without running — a payload that does not
+// decode, dbqueue.ErrAttemptsExhausted — are logged and reach the failure
+// hooks as in Run, and come first in the results, as OutcomeFailed.
+//
 // It waits for every handler to return. It returns an error, with the
 // results so far, only when no job could be claimed for a database error
 // or when no handler is registered.
@@ -82,9 +86,16 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 
 	// Claim everything first, so a job released with no delay is not
 	// claimed again.
-	var jobs []*dbqueue.Job
+	var (
+		jobs []*dbqueue.Job
+		// Jobs the claims failed without running, reported once the run
+		// below can log them and fire their hooks.
+		claimFailed []*Result
+	)
 	for {
-		got, err := w.q.Reserve(ctx, runOnceBatch, queues...)
+		got, err := w.ext.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
+			claimFailed = append(claimFailed, &Result{Job: job, Err: cause})
+		})
 		jobs = append(jobs, got...)
 		if err != nil {
 			if len(jobs) == 0 {
@@ -116,6 +127,9 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	}
 	r.done = newCompleter(w)
 	r.releases = newReleaser(w.q)
+	for _, f := range claimFailed {
+		r.claimFailed(f.Job, f.Err)
+	}
 
 	// Concurrency slots, each taken by one job's goroutine at a time.
 	free := make(chan *slot, w.opts.Concurrency)
@@ -141,7 +155,10 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	r.done.close()
 	r.releases.close()
 
-	out := make([]Result, 0, len(jobs))
+	out := make([]Result, 0, len(claimFailed)+len(jobs))
+	for _, f := range claimFailed {
+		out = append(out, *results[f.Job])
+	}
 	for _, job := range jobs {
 		if res := results[job]; res != nil {
 			out = append(out, *res)
@@ -196,7 +213,7 @@ func outcomeOf(outcome string, err error, extra []any) Result {
 		res.Outcome = OutcomeDone
 	case outcome == "deleted":
 		res.Outcome = OutcomeDiscarded
-	case outcome == "failed":
+	case strings.HasPrefix(outcome, "failed"):
 		res.Outcome = OutcomeFailed
 	case outcome == "given back":
 		res.Outcome = OutcomeGivenBack

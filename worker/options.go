@@ -70,6 +70,19 @@ type Options struct {
 	// Tries is how many attempts a job gets when its payload does not say
 	// (--tries, 1). Use Unlimited for no limit.
 	Tries int
+	// AbandonedRetries is how many more runs a job gets, past its tries,
+	// when attempts were abandoned by workers that stopped while running
+	// it (killed, crashed, a deploy that did not wait): a job reserved
+	// with its attempts past its tries can only follow such an attempt,
+	// since a handler failure on the last try fails the job rather than
+	// releasing it. Laravel fails such a job at once, without running it
+	// again (MaxAttemptsExceededException), so with its default of one try
+	// every job in flight on a killed worker is lost to failed_jobs. A job
+	// that keeps killing its worker still ends: once abandoned more than
+	// this many times it is failed, saying so (ErrAbandoned). Default 2;
+	// LaravelAbandoned (or any negative value) for Laravel's exact rule. A
+	// PHP worker sharing the queue keeps Laravel's rule.
+	AbandonedRetries int
 	// Backoff lists delays before retries when the payload has none
 	// (--backoff); the last repeats. Default: retry at once.
 	Backoff []time.Duration
@@ -107,8 +120,10 @@ type Options struct {
 	// SignalInterval is how often the restart and pause signals and the
 	// memory limit are checked. Default 1s.
 	SignalInterval time.Duration
-	// Logger gets one line per job and the worker's own notices. Default
-	// slog.Default().
+	// Logger gets one line per failure, release and give-back (Info, or
+	// Warn with an error), the worker's own notices, and one line per
+	// successful job at Debug, so a busy worker's log shows what needs
+	// looking at. Default slog.Default().
 	Logger *slog.Logger
 	// Events are hooks called as jobs move; all optional.
 	Events Events
@@ -124,6 +139,14 @@ const maxMemoryMB = 1 << 30
 
 // Unlimited, as Options.Tries, gives jobs unlimited attempts (--tries=0).
 const Unlimited = -1
+
+// LaravelAbandoned, as Options.AbandonedRetries, is Laravel's rule: a job
+// reserved again past its tries after its worker died is failed without
+// running again.
+const LaravelAbandoned = -1
+
+// defaultAbandonedRetries is Options.AbandonedRetries' default.
+const defaultAbandonedRetries = 2
 
 func (o Options) withDefaults() Options {
 	if o.Concurrency == 0 {
@@ -146,6 +169,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Tries == Unlimited {
 		o.Tries = 0 // Laravel's 0
+	}
+	switch {
+	case o.AbandonedRetries == 0:
+		o.AbandonedRetries = defaultAbandonedRetries
+	case o.AbandonedRetries < 0:
+		o.AbandonedRetries = 0 // Laravel's
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 60 * time.Second

@@ -17,6 +17,11 @@ var (
 	// its retryUntil passed — its last holder died or timed out (Laravel's
 	// MaxAttemptsExceededException).
 	ErrMaxAttempts = errors.New("has been attempted too many times or run too long; the job may have previously timed out")
+	// ErrAbandoned: the job was reserved past its tries and
+	// Options.AbandonedRetries: workers stopped while running it (killed,
+	// crashed, out of memory) more often than that, so it may be what
+	// stops them. The cause also wraps ErrMaxAttempts.
+	ErrAbandoned = errors.New("it may be what kills them: find out why before retrying it (Options.AbandonedRetries allows more)")
 	// ErrTimeout: the job ran past its timeout (Laravel's TimeoutExceededException).
 	ErrTimeout = errors.New("has timed out")
 	// ErrUnknownJob: no handler is registered for the job's name on the
@@ -71,13 +76,26 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 			fn(ctx, job)
 		}
 		// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died
-		// or timed out with this job on its last try.
+		// or timed out with this job on its last try. Past its tries, a
+		// job was abandoned by a worker that stopped while running it, and
+		// runs again up to AbandonedRetries times (Laravel: none).
+		abandoned := job.Attempts - maxTries
+		if p.RetryUntil == nil && maxTries > 0 && abandoned > 0 && abandoned <= w.opts.AbandonedRetries {
+			w.log.Warn("job abandoned by a worker that stopped while running it; running it again past its tries",
+				"id", job.ID, "name", job.Name(), "attempt", job.Attempts, "tries", maxTries, "abandoned", abandoned, "allowed", w.opts.AbandonedRetries)
+		}
 		switch {
 		case r.batchCancelled(job):
-			r.discardCancelled(job)
-		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil,
-			p.RetryUntil == nil && maxTries > 0 && job.Attempts > maxTries:
+			r.discardCancelled(job, h)
+		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
+		case p.RetryUntil == nil && maxTries > 0 && abandoned > w.opts.AbandonedRetries:
+			if w.opts.AbandonedRetries == 0 {
+				r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
+			} else {
+				r.fail(job, h, 0, fmt.Errorf("%s %w: abandoned %d times by workers that stopped while running it (attempt %d, tries %d): %w",
+					job.Name(), ErrMaxAttempts, abandoned, job.Attempts, maxTries, ErrAbandoned))
+			}
 		case h == nil:
 			r.unknownKind(job, maxTries, dbNow)
 		case limitErr != nil:
@@ -121,11 +139,14 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 			r.finish(job, func() {
 				var err error
 				if w.ext.Linked(job) {
-					err = r.finishLinked(job, nil)
+					if err = r.finishLinked(job, nil); w.recurs(err) {
+						r.fail(job, a.h, res.took, successUnwritable(job, err))
+						return
+					}
 				} else {
 					err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
 				}
-				r.logJob(job, res.took, "done late", err)
+				r.logDone(job, res.took, "done late", err)
 			})
 		}
 		return true
@@ -184,8 +205,10 @@ func (c dbClock) now() time.Time { return c.at.Add(time.Since(c.received)) }
 func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.Context, res result, dbNow dbClock) {
 	ev, ctx := r.w.opts.Events, r.jobCtx
 	if res.err == nil {
-		r.complete(job)
-		r.logJob(job, res.took, "done", nil)
+		if !r.complete(job, h, res.took) {
+			return // failed: its success cannot be written
+		}
+		r.logDone(job, res.took, "done", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
@@ -195,13 +218,18 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 	errors.As(res.err, &o)
 	switch {
 	case o != nil && o.kind == outcomeDiscard:
-		r.complete(job)
-		r.logJob(job, res.took, "deleted", nil)
+		if !r.complete(job, h, res.took) {
+			return
+		}
+		r.logDone(job, res.took, "deleted", nil)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
 	case o != nil && o.kind == outcomeRelease:
-		err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, o.delay, nil) })
+		failed, err := r.release(job, h, res.took, o.delay, nil, nil)
+		if failed {
+			return
+		}
 		r.logJob(job, res.took, "released", err, "delay", o.delay)
 		if fn := ev.JobReleased; fn != nil && err == nil {
 			fn(ctx, job, o.delay)
@@ -235,18 +263,23 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 		return
 	}
 	delay := r.backoff(job, h)
-	var err error
+	var (
+		payload []byte
+		err     error
+		failed  bool
+	)
 	if p.MaxExceptions != nil {
-		payload, perr := r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
-		if perr != nil {
-			err = perr
-		} else {
-			err = r.persist(ctx, job, func() error {
-				return r.releases.release(context.WithoutCancel(ctx), job, delay, payload)
-			})
+		payload, err = r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
+		if err != nil {
+			// The count cannot be carried: releasing without it would let
+			// the job run past its maxExceptions.
+			r.fail(job, h, res.took, fmt.Errorf("%s: the job was to be released (%w), but %w: its exception count cannot be written: %w",
+				job.Name(), res.err, ErrUnwritable, err))
+			return
 		}
-	} else {
-		err = r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
+	}
+	if failed, err = r.release(job, h, res.took, delay, payload, res.err); failed {
+		return
 	}
 	r.logJob(job, res.took, "released after error", err, "delay", delay, "cause", res.err)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
@@ -275,7 +308,10 @@ func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Dur
 		return false
 	}
 	delay := r.backoff(job, h)
-	err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
+	failed, err := r.release(job, h, took, delay, nil, cause)
+	if failed {
+		return true
+	}
 	r.logJob(job, took, "timed out, released", errors.Join(cause, err), "delay", delay)
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
 		fn(ctx, job, delay)
@@ -374,6 +410,13 @@ func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error
 	if err != nil {
 		return // not recorded: the job comes back after retry_after
 	}
+	r.failed(job, h, cause)
+}
+
+// failed calls the handler's failure callback and the JobFailed hook of a
+// job moved to failed_jobs.
+func (r *run) failed(job *dbqueue.Job, h *handler, cause error) {
+	w, ctx := r.w, r.jobCtx
 	if h != nil && h.failed != nil {
 		func() {
 			defer func() {

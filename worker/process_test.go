@@ -67,10 +67,15 @@ func childMain(mode string) int {
 	if mode == "hang" {
 		timeout = time.Second
 	}
-	w, err := worker.New(q, worker.Options{
+	o := worker.Options{
 		Concurrency: concurrency, StopWhenEmpty: mode == "ledger", Timeout: timeout,
 		Tries: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if mode == "defaults" {
+		// The library's defaults, as a user who sets nothing runs them.
+		o = worker.Options{Concurrency: concurrency, Logger: o.Logger}
+	}
+	w, err := worker.New(q, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

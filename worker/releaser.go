@@ -48,10 +48,10 @@ func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Du
 	if delay < 0 || payload != nil {
 		// Checked here so one bad request cannot fail a whole batch.
 		if delay < 0 {
-			return fmt.Errorf("worker: release job %d: negative delay %v", job.ID, delay)
+			return recurring{fmt.Errorf("worker: release job %d: negative delay %v", job.ID, delay)}
 		}
 		if _, err := dbqueue.DecodePayload(payload); err != nil {
-			return fmt.Errorf("worker: release job %d: %w", job.ID, err)
+			return recurring{fmt.Errorf("worker: release job %d: %w", job.ID, err)}
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/dbqueue/dbqueue"
@@ -27,7 +26,10 @@ func (r *run) unknownKind(job *dbqueue.Job, maxTries int, dbNow dbClock) {
 		return
 	}
 	delay := w.opts.UnknownKindBackoff
-	err := r.persist(ctx, job, func() error { return r.releases.release(context.WithoutCancel(ctx), job, delay, nil) })
+	failed, err := r.release(job, nil, 0, delay, nil, fmt.Errorf("job %s: %w", job.Name(), ErrUnknownJob))
+	if failed {
+		return
+	}
 	r.logJob(job, 0, "released: no handler for its name on this worker", err, "delay", delay)
 	if fn := w.opts.Events.JobReleased; fn != nil && err == nil {
 		fn(ctx, job, delay)

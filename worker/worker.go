@@ -529,7 +529,18 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 func (r *run) reserve(ctx context.Context, n int, queues []string) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.q.Reserve(rctx, n, queues...)
+	return r.w.ext.Reserve(rctx, n, queues, r.claimFailed)
+}
+
+// claimFailed reports a job the claim moved to failed_jobs without running
+// it — its payload does not decode, or dbqueue.ErrAttemptsExhausted — as
+// any failed job is: a log line, the handler's failure callback (when the
+// payload names a handler here) and JobFailed. A malformed job carries
+// what its row gave: ID, Queue, Attempts, RawPayload, and as much of
+// Payload as decoded (its Name may be empty).
+func (r *run) claimFailed(job *dbqueue.Job, cause error) {
+	r.logJob(job, 0, "failed at claim, without running", cause)
+	r.failed(job, r.w.handlerFor(job), cause)
 }
 
 // reserveTimeout bounds one claim on an unresponsive database.
@@ -635,13 +646,15 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 
 // persist runs a finishing statement, retrying database trouble with backoff
 // until it succeeds or the job's reservation is about to expire (then the
-// job comes back after retry_after: run twice at worst, never lost).
+// job comes back after retry_after: run twice at worst, never lost). An
+// error that comes from the job itself (recurs) is returned at once:
+// retrying it would only run the job again when its reservation ran out.
 func (r *run) persist(ctx context.Context, job *dbqueue.Job, op func() error) error {
 	deadline := job.ExpiresAt().Add(-time.Second)
 	wait := 50 * time.Millisecond
 	for {
 		err := op()
-		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || time.Now().Add(wait).After(deadline) {
+		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || r.w.recurs(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		r.w.log.Warn("cannot finish job; retrying", "id", job.ID, "in", wait, "error", err)
@@ -663,11 +676,23 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// logJob writes a job's outcome: a failure, release or give-back at Info
+// (Warn with an error), one line each, for an operator to see.
 func (r *run) logJob(job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
+	r.logJobAt(slog.LevelInfo, job, took, outcome, err, extra...)
+}
+
+// logDone writes a success at Debug: a busy worker's default log would
+// otherwise be one line per job, and drown what needs looking at. A
+// success whose write failed is at Warn.
+func (r *run) logDone(job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
+	r.logJobAt(slog.LevelDebug, job, took, outcome, err, extra...)
+}
+
+func (r *run) logJobAt(level slog.Level, job *dbqueue.Job, took time.Duration, outcome string, err error, extra ...any) {
 	if r.record != nil {
 		r.record(job, outcome, err, extra)
 	}
-	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
 	}

@@ -87,8 +87,10 @@ func TestWorkerRunsJobs(t *testing.T) {
 		type mail struct{ To string }
 		var got sync.Map
 		var processed, processing atomic.Int64
-		w, logs := newWorker(t, q, worker.Options{
+		logs := &syncBuffer{}
+		w, _ := newWorker(t, q, worker.Options{
 			Concurrency: 4, StopWhenEmpty: true,
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Events: worker.Events{
 				JobProcessing: func(context.Context, *dbqueue.Job) { processing.Add(1) },
 				JobProcessed:  func(context.Context, *dbqueue.Job, time.Duration) { processed.Add(1) },
@@ -114,8 +116,9 @@ func TestWorkerRunsJobs(t *testing.T) {
 		if left := db.Count(t, "SELECT COUNT(*) FROM jobs"); left != 0 {
 			t.Fatalf("%d jobs left", left)
 		}
-		if !strings.Contains(logs.String(), "outcome=done") || !strings.Contains(logs.String(), "name=mail") {
-			t.Fatalf("no per-job log line:\n%s", logs)
+		// Successes are logged at Debug (see TestDefaultLogIsQuietAboutSuccess).
+		if !strings.Contains(logs.String(), "level=DEBUG msg=job") || !strings.Contains(logs.String(), "outcome=done") || !strings.Contains(logs.String(), "name=mail") {
+			t.Fatalf("no per-job log line at Debug:\n%s", logs)
 		}
 	})
 }
@@ -241,7 +244,9 @@ func TestRetryUntilAndMaxAttemptsExceeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.Exec(t, "UPDATE jobs SET reserved_at = reserved_at - 60 WHERE queue = 'dead'")
-		w2, _ := newWorker(t, q, worker.Options{Tries: 1, Timeout: 10 * time.Second, StopWhenEmpty: true, Queues: []string{"default", "dead"}})
+		// Laravel's rule for a job abandoned past its tries: fail it unrun.
+		w2, _ := newWorker(t, q, worker.Options{Tries: 1, Timeout: 10 * time.Second, StopWhenEmpty: true, Queues: []string{"default", "dead"},
+			AbandonedRetries: worker.LaravelAbandoned})
 		w2.Handle("j", func(ctx context.Context, job *dbqueue.Job) error { ran.Add(1); return nil })
 		if err := runUntil(t, w2, 30*time.Second); err != nil {
 			t.Fatal(err)

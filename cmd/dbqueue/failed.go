@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue/failed"
@@ -62,6 +64,9 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 			return err
 		}
 	case "retry":
+		if isSet(fs, "queue") && strings.TrimSpace(*queue) == "" {
+			return usagef("failed retry: -queue: empty queue name: name the queue whose failed jobs to retry, or use -all")
+		}
 		n := 0
 		for _, set := range []bool{len(rest) > 0, *queue != "", *all} {
 			if set {
@@ -100,8 +105,8 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		w := c.table()
 		fmt.Fprintln(w, "ID\tUUID\tCONNECTION\tQUEUE\tNAME\tFAILED AT\tEXCEPTION")
 		for _, j := range list {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.UUID, j.Connection, j.Queue, oneLine(j.Name(), 50),
-				formatTime(j.FailedAt), oneLine(j.Exception, 60))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, printable(j.UUID), printable(j.Connection), printable(j.Queue),
+				printable(oneLine(j.Name(), 50)), formatTime(j.FailedAt), printable(oneLine(j.Exception, 60)))
 		}
 		w.Flush()
 		if len(list) == *limit {
@@ -117,19 +122,19 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		}
 		w := c.table()
 		fmt.Fprintf(w, "id\t%d\nuuid\t%s\nconnection\t%s\nqueue\t%s\nname\t%s\nfailed at\t%s\n",
-			j.ID, j.UUID, j.Connection, j.Queue, j.Name(), formatTime(j.FailedAt))
+			j.ID, printable(j.UUID), printable(j.Connection), printable(j.Queue), printable(j.Name()), formatTime(j.FailedAt))
 		w.Flush()
-		fmt.Fprintf(c.out, "exception:\n%s\npayload:\n", j.Exception)
+		fmt.Fprintf(c.out, "exception:\n%s\npayload:\n", printableLines(j.Exception))
 		return c.printPayload(j.Payload)
 	case "retry":
 		var p *progress
 		var n int
 		switch {
 		case *all:
-			p = c.progress("retrying every failed job of connection %q", q.ConnectionName())
+			p = c.progress("retrying every failed job of connection \"%s\"", printable(q.ConnectionName()))
 			n, err = store.RetryAll(ctx)
 		case *queue != "":
-			p = c.progress("retrying the failed jobs of queue %q", *queue)
+			p = c.progress("retrying the failed jobs of queue \"%s\"", printable(*queue))
 			n, err = store.RetryQueue(ctx, *queue)
 		default:
 			p = c.progress("retrying %d failed jobs", len(rest))
@@ -151,7 +156,7 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		if !ok {
 			return fmt.Errorf("forget: %w: %q", failed.ErrNotFound, rest[0])
 		}
-		fmt.Fprintf(c.out, "forgot failed job %s\n", rest[0])
+		fmt.Fprintf(c.out, "forgot failed job %s\n", printable(rest[0]))
 	case "flush":
 		var p *progress
 		var n int64
@@ -183,4 +188,11 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		p.done("deleted %d failed jobs", n)
 	}
 	return nil
+}
+
+// isSet reports whether the command line set the flag name, even to "".
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -91,7 +91,7 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 		w := c.table()
 		fmt.Fprintln(w, "ID\tQUEUE\tSTATE\tNAME\tATTEMPTS\tAVAILABLE\tCREATED")
 		for _, j := range page {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Queue, j.State, oneLine(j.Name(), 60), j.Attempts,
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, printable(j.Queue), printable(string(j.State)), printable(oneLine(j.Name(), 60)), j.Attempts,
 				formatTime(j.AvailableAt), formatTime(j.CreatedAt))
 		}
 		w.Flush()
@@ -123,11 +123,12 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 			return c.writeJSON(toJSON(*j, true))
 		}
 		w := c.table()
-		fmt.Fprintf(w, "id\t%d\nqueue\t%s\nstate\t%s\nname\t%s\nattempts\t%d\n", j.ID, j.Queue, j.State, j.Name(), j.Attempts)
+		fmt.Fprintf(w, "id\t%d\nqueue\t%s\nstate\t%s\nname\t%s\nattempts\t%d\n",
+			j.ID, printable(j.Queue), printable(string(j.State)), printable(j.Name()), j.Attempts)
 		fmt.Fprintf(w, "uuid\t%s\nreserved at\t%s\navailable at\t%s\ncreated at\t%s\n",
-			j.Payload.UUID, formatTime(j.ReservedAt), formatTime(j.AvailableAt), formatTime(j.CreatedAt))
+			printable(j.Payload.UUID), formatTime(j.ReservedAt), formatTime(j.AvailableAt), formatTime(j.CreatedAt))
 		if j.PayloadErr != nil {
-			fmt.Fprintf(w, "payload error\t%v\n", j.PayloadErr)
+			fmt.Fprintf(w, "payload error\t%s\n", printable(j.PayloadErr.Error()))
 		}
 		w.Flush()
 		fmt.Fprintln(c.out, "payload:")
@@ -146,14 +147,16 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 	return nil
 }
 
-// printPayload prints a stored payload indented when it is JSON, as
-// stored when it is not.
+// printPayload prints a stored payload indented when it is JSON, through
+// jsonSafe (a terminal control in it becomes a JSON \u escape, so it stays
+// JSON that reads as Laravel wrote it), and through printableLines when it
+// is not JSON.
 func (c *cli) printPayload(raw []byte) error {
 	var b bytes.Buffer
 	if json.Indent(&b, raw, "", "  ") != nil {
-		b.Reset()
-		b.Write(raw)
+		_, err := fmt.Fprintf(c.out, "%s\n", printableLines(string(raw)))
+		return err
 	}
-	_, err := fmt.Fprintf(c.out, "%s\n", b.Bytes())
+	_, err := fmt.Fprintf(c.out, "%s\n", jsonSafe(b.Bytes()))
 	return err
 }

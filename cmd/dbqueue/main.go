@@ -47,8 +47,11 @@ Queues:
 
 Dashboard:
   dashboard [-addr 127.0.0.1:8080] [-read-only] [-queue Q]... [-interval 5s]
+            [-allow-host NAME]... [-allow-remote-actions]
                                      serve the web dashboard until interrupted (no login:
-                                     keep it on localhost or behind your authentication)
+                                     keep it on localhost or behind your authentication;
+                                     it answers only loopback names, -addr's host and
+                                     -allow-host names)
 
 Jobs:
   jobs list [-queue Q] [-state pending|delayed|reserved] [-limit N] [-after ID] [-json]
@@ -121,7 +124,7 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, errThreshold) { // monitor printed its alert
-		fmt.Fprintln(os.Stderr, "dbqueue:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 	}
 	os.Exit(exitCode(err))
 }
@@ -181,8 +184,11 @@ type cli struct {
 
 func newFlagSet(c *cli, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.errOut)
-	fs.Usage = func() {} // runConsole prints it on flag.ErrHelp
+	// The flag package would print a bad flag's error bare, before main
+	// prints it again as the error line: runConsole reports it, and prints
+	// the usage on flag.ErrHelp.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	c.register(fs)
 	return fs
 }
@@ -196,7 +202,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usageError{err.Error()}
+			return nil, usagef("%s: %v", fs.Name(), err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -215,7 +221,7 @@ func runConsole(ctx context.Context, args []string, con console) error {
 			fmt.Fprint(c.errOut, usage)
 			return nil // asking for the usage is no failure
 		}
-		return usageError{err.Error()}
+		return usagef("%v", err)
 	}
 	args = fs.Args()
 	if len(args) == 0 {
@@ -256,7 +262,7 @@ func runConsole(ctx context.Context, args []string, con console) error {
 		fmt.Fprint(c.errOut, usage)
 		return nil
 	}
-	return err
+	return commandError(c.dsn, err)
 }
 
 // subcommand splits "jobs list …" into "list" and the rest; the
@@ -281,6 +287,9 @@ func subcommand(group string, args []string, known ...string) (string, []string,
 func (c *cli) open(ctx context.Context) (*dbqueue.Queue, error) {
 	if strings.TrimSpace(c.dsn) == "" {
 		return nil, usagef("no database named: pass -dsn DSN or set DATABASE_URL")
+	}
+	if c.connection == "" {
+		return nil, usagef("-connection: empty name: pass the queue connection name failed jobs and pause signals carry (Laravel's; default %s)", dbqueue.DefaultConnection)
 	}
 	return dbqueue.Open(ctx, c.dsn, dbqueue.WithTables(c.tables), dbqueue.WithConnectionName(c.connection))
 }

@@ -45,7 +45,7 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.out, "applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
 		}
 		for _, w := range m.Widened() {
-			fmt.Fprintln(c.out, w)
+			fmt.Fprintln(c.out, printable(w.String()))
 		}
 		if err == nil && len(results) == 0 {
 			fmt.Fprintln(c.out, "no pending migrations")

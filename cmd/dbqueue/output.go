@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -14,11 +15,24 @@ func (c *cli) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 }
 
-// writeJSON prints v as indented JSON.
+// writeJSON prints v as indented JSON, made safe for a terminal
+// (jsonSafe).
 func (c *cli) writeJSON(v any) error {
-	enc := json.NewEncoder(c.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return c.encodeJSON(v, "  ")
+}
+
+// encodeJSON prints v as JSON, indented by indent ("" for one line),
+// through jsonSafe: the stored text it holds may carry characters a
+// terminal acts on.
+func (c *cli) encodeJSON(v any, indent string) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := c.out.Write(jsonSafe(b.Bytes()))
+	return err
 }
 
 // progress reports a long operation: on a terminal one line rewritten in
@@ -70,7 +84,8 @@ func formatAge(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// oneLine is the first line of s, cut to n runes, for a table cell.
+// oneLine is the first line of s, cut to n runes, for a table cell or a
+// summary. It is not escaped: a table cell is printed through printable.
 func oneLine(s string, n int) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	s = strings.TrimSpace(s)

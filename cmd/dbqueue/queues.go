@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -87,7 +86,7 @@ func (c *cli) printSizes(list []queueSize, status bool) {
 		if s.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s", s.Queue, s.Pending, s.Delayed, s.Reserved,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s", printable(s.Queue), s.Pending, s.Delayed, s.Reserved,
 			formatAge(time.Duration(s.OldestPending*float64(time.Second))), paused)
 		if status {
 			fmt.Fprintf(w, "\t%s", s.Status)
@@ -196,7 +195,7 @@ func (c *cli) monitor(ctx context.Context, args []string) error {
 		}
 		switch {
 		case *asJSON && *watch:
-			err = json.NewEncoder(c.out).Encode(r) // one line a round
+			err = c.encodeJSON(r, "") // one line a round
 		case *asJSON:
 			err = c.writeJSON(r)
 		default:

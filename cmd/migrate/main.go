@@ -28,6 +28,7 @@ import (
 	_ "github.com/dbqueue/dbqueue/driver/dbqmysql" // migrate serves all three
 	_ "github.com/dbqueue/dbqueue/driver/dbqpgx"
 	_ "github.com/dbqueue/dbqueue/driver/dbqsqlite"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
 	"github.com/dbqueue/dbqueue/migrations"
 )
 
@@ -52,12 +53,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "migrate:", err)
+		// One prefix: the library's errors carry their own "dbqueue: ".
+		fmt.Fprintln(os.Stderr, "migrate:", strings.TrimPrefix(err.Error(), "dbqueue: "))
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dialect := fs.String("dialect", "", "export: postgres, mysql or sqlite (default: the DSN's)")
 	format := fs.String("format", "goose", "export: goose or golang-migrate")
 	dir := fs.String("dir", "", "export: the directory to write the SQL files to")
+	// No error shows a secret of the DSN, whatever quotes it.
+	defer func() { err = sqldb.RedactError(*dsn, err) }()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h: the usage is printed, and asking for it is no failure

@@ -211,3 +211,26 @@ func TestUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// A bad DSN gets an error that says what is wrong without the password
+// it carries.
+func TestBadDSNErrorsHideThePassword(t *testing.T) {
+	for _, c := range dbtest.BadDSNs {
+		for _, cmd := range []string{"status", "up", "export"} {
+			_, stderr, err := migrate(t, cmd, "-dsn", c.DSN, "-dir", t.TempDir())
+			if err == nil {
+				if cmd == "export" {
+					continue // export reads only the DSN's dialect
+				}
+				t.Errorf("migrate %s -dsn %q succeeded", cmd, c.DSN)
+				continue
+			}
+			if p := dbtest.LeakedSecret(err.Error() + stderr); p != "" {
+				t.Errorf("migrate %s -dsn %q shows %q of the password: %v", cmd, c.DSN, p, err)
+			}
+			if !strings.Contains(err.Error(), c.Want) {
+				t.Errorf("migrate %s -dsn %q: %v: want it to say %q", cmd, c.DSN, err, c.Want)
+			}
+		}
+	}
+}

@@ -98,6 +98,9 @@ func Match(dsn string) bool {
 	if hasScheme && strings.HasPrefix(rest, "//") {
 		return false // another URL scheme
 	}
+	if strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") {
+		return true // the driver's form, even with a fault Parse reports
+	}
 	_, err := mysql.ParseDSN(dsn)
 	return err == nil && strings.Contains(dsn, "/")
 }
@@ -107,6 +110,12 @@ func Match(dsn string) bool {
 // unless it sets it itself, interpolateParams=true (one round trip per
 // statement).
 func Parse(dsn string) (string, error) {
+	conn, err := parse(dsn)
+	// The driver's and url.Parse's errors may quote the password.
+	return conn, sqldb.RedactError(dsn, err)
+}
+
+func parse(dsn string) (string, error) {
 	dsn = strings.TrimSpace(dsn)
 	scheme, _, _ := strings.Cut(dsn, ":")
 	if strings.EqualFold(scheme, "mysql") {
@@ -119,7 +128,7 @@ func Parse(dsn string) (string, error) {
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return "", fmt.Errorf("dbqueue: DSN %q is not postgres://, mysql://, sqlite: nor a go-sql-driver/mysql DSN: %w", sqldb.Redact(dsn), err)
+		return "", fmt.Errorf("dbqueue: bad MySQL DSN %s: %w: write it as user:pass@tcp(host:3306)/db?param=value or mysql://user:pass@host:3306/db", sqldb.Redact(dsn), err)
 	}
 	query := ""
 	if i := strings.LastIndex(dsn, "?"); i >= 0 {
@@ -152,11 +161,30 @@ func mysqlURL(dsn string) (*mysql.Config, error) {
 	if u.RawQuery != "" {
 		parsed, err := mysql.ParseDSN(cfg.FormatDSN() + "?" + u.RawQuery)
 		if err != nil {
-			return nil, fmt.Errorf("dbqueue: bad MySQL DSN parameters: %w", err)
+			return nil, fmt.Errorf("dbqueue: bad MySQL DSN parameter%s: %w: see go-sql-driver/mysql's DSN parameters for the values it takes", badParam(cfg.FormatDSN(), u.RawQuery), err)
 		}
 		cfg = parsed
 	}
 	return cfg, nil
+}
+
+// badParam names the first parameter of rawQuery that the driver refuses
+// on its own (" parseTime"), so the error says which one to fix; "" when
+// none does alone. Values are left out: a parameter may hold a secret.
+func badParam(base, rawQuery string) string {
+	for _, kv := range strings.Split(rawQuery, "&") {
+		if kv == "" {
+			continue
+		}
+		if _, err := mysql.ParseDSN(base + "?" + kv); err != nil {
+			name, _, _ := strings.Cut(kv, "=")
+			if n, uerr := url.QueryUnescape(name); uerr == nil {
+				name = n
+			}
+			return fmt.Sprintf(" %q", name)
+		}
+	}
+	return "s"
 }
 
 // defaults sets parseTime, and interpolateParams unless the DSN's own

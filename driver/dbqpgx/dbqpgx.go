@@ -37,6 +37,9 @@ import (
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
+// pgHint is what a bad PostgreSQL DSN's error says to do.
+const pgHint = "write it as postgres://user:pass@host:5432/db?param=value, with special characters of the password URL-escaped (%40 for @)"
+
 func init() {
 	sqldb.RegisterOpener(sqldb.Opener{
 		Dialect: "postgres",
@@ -48,14 +51,19 @@ func init() {
 		},
 		Parse: func(dsn string) (string, string, error) {
 			if _, err := url.Parse(dsn); err != nil {
-				return "", "", fmt.Errorf("dbqueue: bad PostgreSQL DSN %s: %w", sqldb.Redact(dsn), sqldb.URLError(err))
+				return "", "", fmt.Errorf("dbqueue: bad PostgreSQL DSN %s: %w: %s", sqldb.Redact(dsn), sqldb.URLError(err), pgHint)
+			}
+			// pgx's database/sql driver parses the DSN only when it first
+			// connects, where its error would skip the redaction: parse now.
+			if _, err := pgx.ParseConfig(dsn); err != nil {
+				return "", "", fmt.Errorf("dbqueue: bad PostgreSQL DSN %s: %w: %s", sqldb.Redact(dsn), err, pgHint)
 			}
 			return "pgx", dsn, nil
 		},
 		Open: func(ctx context.Context, dsn string) (sqldb.DB, error) {
 			pool, err := pgxpool.New(ctx, dsn)
 			if err != nil {
-				return nil, fmt.Errorf("dbqueue: open %s: %w", sqldb.Redact(dsn), err)
+				return nil, fmt.Errorf("dbqueue: open %s: %w: %s", sqldb.Redact(dsn), err, pgHint)
 			}
 			return &poolDB{pgxExec: pgxExec{pool}, pool: pool, owned: true}, nil
 		},

@@ -41,7 +41,7 @@ func init() {
 			}
 			db, err := sql.Open("sqlite", conn)
 			if err != nil {
-				return nil, fmt.Errorf("dbqueue: open %s: %w", dsn, err)
+				return nil, fmt.Errorf("dbqueue: open %s: %w", sqldb.Redact(dsn), err)
 			}
 			if strings.Contains(conn, ":memory:") {
 				db.SetMaxOpenConns(1) // each connection would be its own database
@@ -77,7 +77,7 @@ func Parse(dsn string) (string, error) {
 		path = rest
 	}
 	if path == "" {
-		return "", fmt.Errorf("dbqueue: SQLite DSN %q names no file: use sqlite:./queue.db or sqlite::memory:", dsn)
+		return "", fmt.Errorf("dbqueue: SQLite DSN %q names no file: use sqlite:./queue.db or sqlite::memory:", sqldb.Redact(dsn))
 	}
 	base, query, _ := strings.Cut(path, "?")
 	params := url.Values{}

@@ -170,9 +170,16 @@ func (m *mysql) BatchTxOptions() sqldb.TxOptions  { return sqldb.TxOptions{ReadC
 //   - a success takes one from pending_jobs and the job's uuid from
 //     failed_job_ids (it failed before and was retried); the batch is
 //     finished when pending_jobs reaches 0.
-//   - a failure adds one to failed_jobs and the uuid to failed_job_ids
-//     (once); the first failure of a batch that does not allow failures
-//     cancels it, which also finishes it, as Laravel's cancel does.
+//   - a failure adds one to failed_jobs and the uuid to failed_job_ids;
+//     the first failure of a batch that does not allow failures cancels
+//     it, which also finishes it, as Laravel's cancel does.
+//   - a failure of a job whose uuid failed_job_ids already lists (it was
+//     retried from failed_jobs and failed again) changes nothing: each
+//     job's failure counts once. Laravel counts it again, and its finally
+//     then fires while jobs of the batch have not run (pending_jobs -
+//     failed_jobs reaches 0 early); failed_jobs here stays what Laravel
+//     means it to be, the jobs that failed, so a batch is done when each
+//     job has succeeded or failed.
 func (c *common) countInBatch(ctx context.Context, tx sqldb.Tx, id, jobUUID string, failed bool, lock string) (*BatchChange, error) {
 	var now int64
 	before, err := scanBatch(tx.QueryRow(ctx, c.rebind("SELECT "+batchColumns+", "+c.now+" FROM "+c.batches()+" WHERE id = ?"+lock), id), &now)
@@ -185,8 +192,11 @@ func (c *common) countInBatch(ctx context.Context, tx sqldb.Tx, id, jobUUID stri
 	after := before
 	after.FailedJobIDs = slices.Clone(before.FailedJobIDs)
 	if failed {
+		if jobUUID != "" && slices.Contains(after.FailedJobIDs, jobUUID) {
+			return &BatchChange{Before: before, After: after}, nil // counted when it first failed
+		}
 		after.FailedJobs++
-		if !slices.Contains(after.FailedJobIDs, jobUUID) {
+		if jobUUID != "" {
 			after.FailedJobIDs = append(after.FailedJobIDs, jobUUID)
 		}
 		if after.FailedJobs == 1 && !AllowsFailures(after.Options) && after.CancelledAt == nil {

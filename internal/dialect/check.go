@@ -13,6 +13,9 @@ import (
 func checkVersion(ctx context.Context, ex sqldb.Execer, query, want string, ok func(string) bool) error {
 	var v string
 	if err := ex.QueryRow(ctx, query).Scan(&v); err != nil {
+		if want == "sqlite" {
+			return fmt.Errorf("dbqueue: cannot open the sqlite database file: %w: check that the DSN's path names a file this process may create or write, in a directory that exists", err)
+		}
 		return fmt.Errorf("dbqueue: cannot confirm the connection is a %s database: %w: check that the DSN names a running %s server (host, port, user, password, database) and that the driver package is that database's", want, err, want)
 	}
 	if !ok(v) {

@@ -317,12 +317,13 @@ func (c *common) FailMove(ctx context.Context, db sqldb.DB, h Held, f Failure) (
 	return held, err
 }
 
-func (c *common) FailedAlready(ctx context.Context, db sqldb.DB, id int64, uuid, exception string) (bool, error) {
+func (c *common) FailedAlready(ctx context.Context, db sqldb.DB, id int64, f Failure) (bool, error) {
 	var n int64
 	if err := db.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM "+c.jobs+" WHERE id = ?"), id).Scan(&n); err != nil || n > 0 {
 		return false, err
 	}
-	err := db.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM "+c.failed+" WHERE uuid = ? AND exception = ?"), uuid, exception).Scan(&n)
+	err := db.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM "+c.failed+" WHERE uuid = ? AND exception = ? AND payload = ?"),
+		f.UUID, f.Exception, string(f.Payload)).Scan(&n)
 	return n > 0, err
 }
 
@@ -474,6 +475,7 @@ func scanFailed(rows sqldb.Rows, err error) ([]FailedRow, error) {
 		if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
 			return nil, err
 		}
+		r.Payload = UnmarkFailed(r.Payload)
 		if at.Valid {
 			v := at.Int64
 			r.FailedAt = &v

@@ -45,8 +45,10 @@ type Dialect interface {
 	// transaction, and reports whether it was held.
 	FailMove(ctx context.Context, db sqldb.DB, h Held, f Failure) (bool, error)
 	// FailedAlready reports whether row id has left jobs and failed_jobs
-	// holds uuid with this exception: what a committed FailMove leaves.
-	FailedAlready(ctx context.Context, db sqldb.DB, id int64, uuid, exception string) (bool, error)
+	// holds f's uuid with its exception and payload: what a committed
+	// FailMove of f leaves (the payload names the reservation that wrote
+	// it, so another holder's failure with the same text does not match).
+	FailedAlready(ctx context.Context, db sqldb.DB, id int64, f Failure) (bool, error)
 
 	// Insert writes new rows and returns their ids in order. With notify,
 	// PostgreSQL wakes listeners of the queues of due rows, inside ex.

@@ -28,10 +28,18 @@ type Limits interface {
 	Hits(ctx context.Context, ex sqldb.Execer, name string, per int64) (hits, left int64, err error)
 	// ClearHits forgets name's window.
 	ClearHits(ctx context.Context, ex sqldb.Execer, name string) error
+	// DropHit takes back one hit Hit counted on name, whose callers let at
+	// most limit hits through (hits past limit were refused, and hold
+	// nothing): the count becomes min(hits, limit) - 1, and the row goes
+	// when that is 0.
+	DropHit(ctx context.Context, ex sqldb.Execer, name string, limit int64) error
 	// TakeLock takes the lock name for owner until now + expire seconds,
 	// atomically: when nobody holds it, or its holder's lock has expired
 	// (taken over). It reports whether owner now holds it.
 	TakeLock(ctx context.Context, db sqldb.DB, name, owner string, expire int64) (bool, error)
+	// ExtendLock moves owner's lock on name to expire at now + expire
+	// seconds; it does nothing when owner no longer holds it.
+	ExtendLock(ctx context.Context, ex sqldb.Execer, name, owner string, expire int64) error
 	// ReleaseLock lets go of name if owner still holds it, and reports
 	// whether it did.
 	ReleaseLock(ctx context.Context, ex sqldb.Execer, name, owner string) (bool, error)
@@ -86,6 +94,26 @@ func (c *common) Hits(ctx context.Context, ex sqldb.Execer, name string, per int
 
 func (c *common) ClearHits(ctx context.Context, ex sqldb.Execer, name string) error {
 	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.limitsTable()+" WHERE name = ?"), name)
+	return err
+}
+
+// DropHit's statements need no RowsAffected: the UPDATE may change
+// nothing (MySQL's count then depends on clientFoundRows), and the DELETE
+// only removes a count that reached 0.
+func (c *common) DropHit(ctx context.Context, ex sqldb.Execer, name string, limit int64) error {
+	least := "LEAST"
+	if c.name == "sqlite" {
+		least = "MIN" // SQLite's scalar min
+	}
+	if _, err := ex.Exec(ctx, c.rebind("UPDATE "+c.limitsTable()+" SET hits = "+least+"(hits, ?) - 1 WHERE name = ?"), limit, name); err != nil {
+		return err
+	}
+	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.limitsTable()+" WHERE name = ? AND hits <= 0"), name)
+	return err
+}
+
+func (c *common) ExtendLock(ctx context.Context, ex sqldb.Execer, name, owner string, expire int64) error {
+	_, err := ex.Exec(ctx, c.rebind("UPDATE "+c.locksTable()+" SET expires_at = "+c.now+" + ? WHERE name = ? AND owner = ?"), expire, name, owner)
 	return err
 }
 

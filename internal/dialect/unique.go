@@ -3,6 +3,7 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -62,6 +63,111 @@ type Uniquer interface {
 	PruneUnique(ctx context.Context, db sqldb.DB, limit int) (int64, error)
 	// DBNow reads the database's clock in Unix seconds.
 	DBNow(ctx context.Context, ex sqldb.Execer) (int64, error)
+	// RetryUnique moves one failed row, locked by tx, into jobs as
+	// RetryFromFailed does, and takes l for the new job unless a live job
+	// holds it: locked reports whether it did.
+	RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (locked bool, err error)
+}
+
+// retryLockKey is the payload key under which PushUnique writes an
+// UntilFinished job's lock (MarkRetryLock), for a retry from failed_jobs
+// to take it again (RetryLock): the failed job left the jobs table, so its
+// lock ended, and only its payload survives into failed_jobs. Laravel's
+// workers ignore keys they do not know.
+const retryLockKey = "uniqueLock"
+
+type retryLock struct {
+	Key string `json:"key"`
+	For int64  `json:"for,omitempty"` // seconds; 0 for no time limit
+}
+
+// MarkRetryLock returns payload, a JSON object as dbqueue encodes it, with
+// l's key and length added under "uniqueLock".
+func MarkRetryLock(payload []byte, l UniqueLock) []byte {
+	mark, _ := json.Marshal(retryLock{Key: l.Key, For: l.ExpiresIn}) // strings and ints always encode
+	if len(payload) < 2 || payload[len(payload)-1] != '}' {
+		return payload
+	}
+	out := make([]byte, 0, len(payload)+len(retryLockKey)+len(mark)+4)
+	out = append(out, payload[:len(payload)-1]...)
+	if len(payload) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, `"`+retryLockKey+`":`...)
+	out = append(out, mark...)
+	return append(out, '}')
+}
+
+// maxRetryLockFor bounds a lock length read back from a payload: 100
+// years, dbqueue's MaxDelay.
+const maxRetryLockFor = 100 * 366 * 24 * 3600
+
+// RetryLock reads back the lock MarkRetryLock wrote into a failed job's
+// payload. ok is false when there is none, or it is not one dbqueue could
+// have written (a payload of another producer): the job is then retried
+// without a lock.
+func RetryLock(payload []byte) (l UniqueLock, ok bool) {
+	var p struct {
+		Lock *retryLock `json:"uniqueLock"`
+	}
+	if json.Unmarshal(payload, &p) != nil || p.Lock == nil || p.Lock.For < 0 || p.Lock.For > maxRetryLockFor || !isLockKey(p.Lock.Key) {
+		return UniqueLock{}, false
+	}
+	return UniqueLock{Key: p.Lock.Key, Mode: UntilFinished, ExpiresIn: p.Lock.For}, true
+}
+
+// isLockKey reports whether k is a key PushUnique makes: a SHA-256 in
+// lower-case hex.
+func isLockKey(k string) bool {
+	if len(k) != 64 {
+		return false
+	}
+	for i := range len(k) {
+		if c := k[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// retryUnique is RetryUnique over the dialect's own Insert. The lock is
+// taken first, in the order a push takes it, so a push of the same key
+// waits for this retry to commit (or the retry for the push) and then
+// finds the job that holds it.
+func (c *common) retryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock, insert insertFunc) (bool, error) {
+	_, locked, err := c.AcquireUnique(ctx, tx, l)
+	if err != nil {
+		return false, err
+	}
+	ids, err := insert(ctx, tx, []PushRow{{Queue: row.Queue, Payload: row.Payload}}, true)
+	if err != nil {
+		return false, err
+	}
+	if locked {
+		if err := c.SetUniqueJob(ctx, tx, l.Key, ids[0]); err != nil {
+			return false, err
+		}
+	}
+	res, err := tx.Exec(ctx, c.rebind("DELETE FROM "+c.failed+" WHERE id = ?"), row.ID)
+	if err != nil {
+		return false, err
+	}
+	if res.RowsAffected != 1 {
+		return false, errors.New("failed_jobs changed during the retry: failed job " + row.UUID + " was gone; nothing was retried")
+	}
+	return locked, nil
+}
+
+func (p *postgres) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
+	return p.retryUnique(ctx, tx, row, l, p.Insert)
+}
+
+func (m *mysql) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
+	return m.retryUnique(ctx, tx, row, l, m.Insert)
+}
+
+func (s *sqlite) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
+	return s.retryUnique(ctx, tx, row, l, s.Insert)
 }
 
 // UniqueTable is the table of unique locks: dbqueue_unique beside
@@ -111,6 +217,13 @@ func (c *common) lockExpiry(l UniqueLock) (string, []any) {
 // PostgreSQL: a statement that waited for a row lock still reads the jobs
 // table as it was when it began, so it would miss the job the lock's new
 // holder just committed and take a live lock over.
+//
+// On MySQL the upsert's rows-affected count cannot tell an insert from a
+// duplicate: with the DSN's clientFoundRows=true both report 1. There the
+// row, locked by the upsert either way, is always read back: a lock whose
+// job_id is 0 holds no job (this transaction's own new row, or one left
+// by a transaction that committed without its job), so it is free, and is
+// written over with this lock's mode and expiry.
 func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLock) (int64, bool, error) {
 	t := c.tables.UniqueTable()
 	expiry, eargs := c.lockExpiry(l)
@@ -125,7 +238,7 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 		if err != nil {
 			return 0, false, err
 		}
-		if res.RowsAffected == 1 {
+		if res.RowsAffected == 1 && c.name != "mysql" {
 			return 0, true, nil
 		}
 		var (
@@ -145,7 +258,9 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 		stale := false
 		switch {
 		case l.StaleAt != nil:
-			stale = expires.Valid && expires.Int64 <= *l.StaleAt
+			stale = holder == 0 || expires.Valid && expires.Int64 <= *l.StaleAt
+		case holder == 0:
+			stale = true // no job holds it
 		case expires.Valid && expires.Int64 <= now:
 			stale = true
 		case mode == UntilFinished || mode == UntilStarted:
@@ -179,7 +294,9 @@ func (c *common) jobLive(ctx context.Context, ex sqldb.Execer, id int64, mode in
 
 func (c *common) SetUniqueJob(ctx context.Context, ex sqldb.Execer, key string, id int64) error {
 	res, err := ex.Exec(ctx, c.rebind("UPDATE "+c.tables.UniqueTable()+" SET job_id = ? WHERE lock_key = ?"), id, key)
-	if err == nil && res.RowsAffected != 1 && c.name != "mysql" { // MySQL counts changed rows only
+	// job_id goes from 0 to id, so the row changes and counts as 1 row on
+	// MySQL too, whatever clientFoundRows says.
+	if err == nil && res.RowsAffected != 1 {
 		err = errors.New("unique lock " + key + " is gone from under its own transaction")
 	}
 	return err

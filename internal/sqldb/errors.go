@@ -3,7 +3,6 @@ package sqldb
 import (
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 )
@@ -112,12 +111,39 @@ func Wrap(op string, err error) error {
 		return nil
 	}
 	if MissingTable(err) {
-		return fmt.Errorf("dbqueue: %s: %w (%v)", op, ErrNoTables, err)
+		return &opError{op: op, err: ErrNoTables, detail: err.Error(), cause: err}
 	}
 	if LostPreparedStatement(err) {
-		return fmt.Errorf("dbqueue: %s: %w (%s)", op, err, PoolerHint)
+		return &opError{op: op, err: err, detail: PoolerHint}
 	}
-	return fmt.Errorf("dbqueue: %s: %w", op, err)
+	return &opError{op: op, err: err}
+}
+
+// opError is an error of dbqueue's operation op. Its text carries the
+// "dbqueue: " prefix once, however deep the errors it wraps nest their
+// own ("dbqueue: check tables: the jobs … are missing", not "dbqueue:
+// check tables: dbqueue: the jobs …"), while errors.Is and errors.As still
+// see every error in the chain.
+type opError struct {
+	op     string
+	err    error
+	detail string
+	cause  error // a second error in the chain, for errors.Is/As
+}
+
+func (e *opError) Error() string {
+	s := "dbqueue: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "dbqueue: ")
+	if e.detail != "" {
+		s += " (" + e.detail + ")"
+	}
+	return s
+}
+
+func (e *opError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.err, e.cause}
+	}
+	return []error{e.err}
 }
 
 // PoolerHint says what to do when pgx's statement cache meets a

@@ -224,8 +224,28 @@ var openers struct {
 	list []Opener
 }
 
-// RegisterOpener makes a driver's DSNs known.
+// RegisterOpener makes a driver's DSNs known. Every error its Parse, Open
+// and Listener return has the DSN's secrets hidden (RedactError): a
+// driver's parse errors quote the DSN, or a piece of it.
 func RegisterOpener(o Opener) {
+	if parse := o.Parse; parse != nil {
+		o.Parse = func(dsn string) (string, string, error) {
+			driver, conn, err := parse(dsn)
+			return driver, conn, RedactError(dsn, err)
+		}
+	}
+	if open := o.Open; open != nil {
+		o.Open = func(ctx context.Context, dsn string) (DB, error) {
+			db, err := open(ctx, dsn)
+			return db, RedactError(dsn, err)
+		}
+	}
+	if listener := o.Listener; listener != nil {
+		o.Listener = func(dsn string) (Listener, error) {
+			l, err := listener(dsn)
+			return l, RedactError(dsn, err)
+		}
+	}
 	openers.Lock()
 	defer openers.Unlock()
 	openers.list = append(openers.list, o)
