@@ -1,6 +1,7 @@
 package dbtest
 
 import (
+	"bytes"
 	"net"
 	"net/url"
 	"sync"
@@ -25,7 +26,13 @@ type HoldProxy struct {
 
 	mu      sync.Mutex
 	holding bool
-	conns   map[*holdConn]bool
+	// dropCommit: the next COMMIT a client sends is delivered and its
+	// reply dropped (DropCommitReply).
+	dropCommit bool
+	// loseCommit: the next COMMIT a client sends never reaches the server
+	// (LoseCommit).
+	loseCommit bool
+	conns      map[*holdConn]bool
 }
 
 type holdConn struct {
@@ -54,6 +61,10 @@ func (db *DB) HoldProxy(t testing.TB) (*HoldProxy, string) {
 			target += ":5432"
 		}
 		u.Host = ln.Addr().String()
+		// In the clear, so DropCommitReply can read the statements.
+		query := u.Query()
+		query.Set("sslmode", "disable")
+		u.RawQuery = query.Encode()
 		dsn = u.String()
 	case dbqueue.MySQL:
 		cfg, err := mysql.ParseDSN(db.DSN)
@@ -99,6 +110,18 @@ func (p *HoldProxy) up(hc *holdConn) {
 		n, err := hc.client.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			commit := bytes.Contains(bytes.ToLower(buf[:n]), []byte("commit"))
+			if p.dropCommit && commit {
+				p.dropCommit = false
+				hc.dropReplies = true
+			}
+			if p.loseCommit && commit {
+				p.loseCommit = false
+				p.mu.Unlock()
+				hc.server.Close()
+				hc.client.Close()
+				return
+			}
 			if p.holding {
 				hc.buf = append(hc.buf, buf[:n]...)
 				select {
@@ -171,6 +194,24 @@ func (p *HoldProxy) Deliver() {
 		_, _ = hc.server.Write(hc.buf)
 		hc.buf = nil
 	}
+}
+
+// DropCommitReply makes the next COMMIT a client sends (a statement whose
+// bytes spell it: pgx and go-sql-driver/mysql send it as text) reach the
+// server and its reply be dropped, the connection cut: the server
+// commits and the client never hears.
+func (p *HoldProxy) DropCommitReply() {
+	p.mu.Lock()
+	p.dropCommit = true
+	p.mu.Unlock()
+}
+
+// LoseCommit makes the next COMMIT a client sends be lost on its way: the
+// connection is cut before it reaches the server, which rolls back.
+func (p *HoldProxy) LoseCommit() {
+	p.mu.Lock()
+	p.loseCommit = true
+	p.mu.Unlock()
 }
 
 // Abort cuts every connection without delivering what was held: the
