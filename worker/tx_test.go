@@ -413,3 +413,47 @@ func TestSnoozeAndCancelFromAPlainHandler(t *testing.T) {
 		}
 	})
 }
+
+// A batch of transactional jobs counts each job in the transaction that
+// completes it, and its callbacks fire once, after the last commit; a
+// chain's next link is pushed in the transaction of the link before.
+func TestHandleTxBatchesAndChains(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := sqlQueue(t, db)
+		w, _ := newWorker(t, q, worker.Options{})
+		var then, finally atomic.Int64
+		w.OnBatch("charges", worker.BatchCallbacks{
+			Then:    func(context.Context, *dbqueue.Batch) { then.Add(1) },
+			Finally: func(context.Context, *dbqueue.Batch) { finally.Add(1) },
+		})
+		worker.HandleTx(w, "charge", func(ctx context.Context, tx *sql.Tx, job *dbqueue.Job) error {
+			return effect(ctx, db, tx, job)
+		})
+		b, err := q.Batch(bg, dbqueue.BatchOptions{Name: "charges"}, dbqueue.NewJob{Name: "charge"}, dbqueue.NewJob{Name: "charge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := runOnce(t, w); len(res) != 2 || res[0].Outcome != worker.OutcomeDone || res[1].Outcome != worker.OutcomeDone {
+			t.Fatalf("%+v", res)
+		}
+		got, err := q.FindBatch(bg, b.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Finished() || got.PendingJobs != 0 || then.Load() != 1 || finally.Load() != 1 {
+			t.Fatalf("batch %+v, then %d, finally %d; want finished, then and finally once", got, then.Load(), finally.Load())
+		}
+
+		if _, err := q.PushChain(bg, dbqueue.NewJob{Name: "charge"}, dbqueue.NewJob{Name: "charge"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if res := runOnce(t, w); len(res) != 1 || res[0].Outcome != worker.OutcomeDone {
+				t.Fatalf("chain link %d: %+v", i+1, res)
+			}
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM effects"); n != 4 || db.Count(t, "SELECT COUNT(*) FROM jobs") != 0 {
+			t.Fatalf("%d effects, want 4 and no job left", n)
+		}
+	})
+}
