@@ -330,24 +330,24 @@ func (e ext) Snooze(ctx context.Context, job *Job, d time.Duration) error {
 	return e.q.Snooze(ctx, job, d)
 }
 
-// BeginNative begins a transaction on the queue's pool as its client's
-// own type (*sql.Tx, pgx.Tx) for a transactional handler, with the same
-// transaction adapted for the ends above.
-func (e ext) BeginNative(ctx context.Context) (native any, tx sqldb.Tx, err error) {
+// BeginNative begins a transaction on the queue's pool as a value of
+// type as (*sql.Tx, pgx.Tx; see NativeTx) for a transactional handler,
+// with the same transaction adapted for the ends above.
+func (e ext) BeginNative(ctx context.Context, as reflect.Type) (native any, tx sqldb.Tx, err error) {
 	b, ok := e.q.db.(sqldb.NativeBeginner)
 	if !ok {
 		return nil, nil, fmt.Errorf("dbqueue: the %s queue's pool cannot begin a transaction for a handler", e.q.dialect)
 	}
-	native, tx, err = b.BeginNative(ctx)
+	native, tx, err = b.BeginNative(ctx, as)
 	if err != nil {
 		return nil, nil, sqldb.Wrap("begin the handler's transaction", err)
 	}
 	return native, tx, nil
 }
 
-// NativeTx is the type of BeginNative's transactions, nil when the pool
-// begins none.
-func (e ext) NativeTx() reflect.Type {
+// NativeTx are the transaction types BeginNative can begin, none when the
+// pool begins none.
+func (e ext) NativeTx() []reflect.Type {
 	if b, ok := e.q.db.(sqldb.NativeBeginner); ok {
 		return b.NativeTx()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -20,8 +21,8 @@ import (
 // txExt is the part of a dbqueue.Queue's worker side that transactional
 // handlers use.
 type txExt interface {
-	BeginNative(ctx context.Context) (native any, tx sqldb.Tx, err error)
-	NativeTx() reflect.Type
+	BeginNative(ctx context.Context, as reflect.Type) (native any, tx sqldb.Tx, err error)
+	NativeTx() []reflect.Type
 	CompleteIn(ctx context.Context, tx sqldb.Tx, job *dbqueue.Job) (before, after *dbqueue.Batch, err error)
 	ReleaseIn(ctx context.Context, tx sqldb.Tx, job *dbqueue.Job, delay time.Duration, giveBack bool) error
 	FailIn(ctx context.Context, tx sqldb.Tx, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
@@ -43,10 +44,10 @@ func txExtOf(q *dbqueue.Queue) txExt { return core.Of(q).Ext.(txExt) }
 // back and applies nothing. Jobs pushed in tx (PushTx, dbqpgx.PushTx)
 // exist only if it commits.
 //
-// Tx is the transaction type of the queue's pool: *sql.Tx on database/sql
-// (dbqmysql, dbqsqlite, dbqpgx.NewSQL, and Open of a MySQL or SQLite DSN)
-// and pgx.Tx on a pgx pool (dbqpgx.New, and Open of a PostgreSQL DSN).
-// Registering another panics, as registering a name twice does.
+// Tx is *sql.Tx on every queue, or pgx.Tx on a queue on a pgx pool
+// (dbqpgx.New, and Open of a PostgreSQL DSN; there a *sql.Tx runs through
+// a database/sql pool over the same pgx pool). Registering another panics,
+// as registering a name twice does.
 //
 // The cost is a transaction per job (begin, fn's statements, one
 // completion statement, commit) instead of the batched deletes of Handle.
@@ -58,13 +59,13 @@ func HandleTx[Tx any](w *Worker, name string, fn func(ctx context.Context, tx Tx
 	ext := txExtOf(w.q)
 	want := reflect.TypeFor[Tx]()
 	switch got := ext.NativeTx(); {
-	case got == nil:
+	case len(got) == 0:
 		panic(fmt.Sprintf("worker: HandleTx(%s): the %s queue's pool begins no transactions for handlers", name, w.q.Dialect()))
-	case got != want:
-		panic(fmt.Sprintf("worker: HandleTx(%s) with a %v handler: this queue's pool gives its handlers a %v (database/sql pools give *sql.Tx, pgx pools pgx.Tx); register a func(ctx, %v, *dbqueue.Job) error", name, want, got, got))
+	case !slices.Contains(got, want):
+		panic(fmt.Sprintf("worker: HandleTx(%s) with a %v handler: this queue's pool gives its handlers a %v (database/sql pools give *sql.Tx, pgx pools pgx.Tx or *sql.Tx); register a func(ctx, %v, *dbqueue.Job) error", name, want, got[0], got[0]))
 	}
 	w.Handle(name, func(ctx context.Context, job *dbqueue.Job) error {
-		return runTx(ctx, w.q, ext, job, func(ctx context.Context, native any) error {
+		return runTx(ctx, w.q, ext, want, job, func(ctx context.Context, native any) error {
 			return fn(ctx, native.(Tx), job)
 		})
 	}, opts...)
@@ -109,8 +110,8 @@ type settleKey struct{}
 
 // runTx runs fn in a transaction of its own and writes the job's end in
 // it (see HandleTx), recording what it committed on the job's attempt.
-func runTx(ctx context.Context, q *dbqueue.Queue, ext txExt, job *dbqueue.Job, fn func(ctx context.Context, native any) error) (err error) {
-	native, tx, err := ext.BeginNative(ctx)
+func runTx(ctx context.Context, q *dbqueue.Queue, ext txExt, as reflect.Type, job *dbqueue.Job, fn func(ctx context.Context, native any) error) (err error) {
+	native, tx, err := ext.BeginNative(ctx, as)
 	if err != nil {
 		return err // the job is retried as after any error
 	}

@@ -248,8 +248,7 @@ func TestRegisterTxTypedJobs(t *testing.T) {
 	}
 }
 
-// A queue on a pgx pool gives its handlers a pgx.Tx; registering a
-// *sql.Tx handler on it says which type to use.
+// A queue on a pgx pool gives its handlers a pgx.Tx, or a *sql.Tx.
 func TestHandleTxPgx(t *testing.T) {
 	db := dbtest.New(t, dbqueue.Postgres)
 	pool, err := pgxpool.New(bg, db.DSN)
@@ -287,13 +286,37 @@ func TestHandleTxPgx(t *testing.T) {
 		t.Fatal("want one effect and one follow-up")
 	}
 
+	// A *sql.Tx handler on the same pgx pool.
+	worker.HandleTx(w, "refund", func(ctx context.Context, tx *sql.Tx, job *dbqueue.Job) error {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO effects (job_id, attempt) VALUES ($1, $2)", job.ID, -1); err != nil {
+			return err
+		}
+		_, err := q.PushTx(ctx, tx, dbqueue.NewJob{Name: "receipt", Queue: "next"})
+		return err
+	})
+	if _, err := q.Push(bg, dbqueue.NewJob{Name: "refund"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := runOnce(t, w); len(res) != 1 || res[0].Outcome != worker.OutcomeDone {
+		t.Fatalf("*sql.Tx handler on a pgx pool: %+v", res)
+	}
+	if db.Count(t, "SELECT COUNT(*) FROM effects WHERE attempt = -1") != 1 || db.Count(t, "SELECT COUNT(*) FROM jobs WHERE queue = 'next'") != 2 {
+		t.Fatal("the *sql.Tx handler on a pgx pool: want its effect and its follow-up")
+	}
+}
+
+// A database/sql pool cannot give a pgx.Tx: registering one says which
+// type to use instead.
+func TestHandleTxRefusesAnotherTxType(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	w, _ := newWorker(t, sqlQueue(t, db), worker.Options{})
 	defer func() {
 		v := recover()
-		if v == nil || !strings.Contains(v.(string), "pgx.Tx") {
-			t.Fatalf("registering a *sql.Tx handler on a pgx queue: %v", v)
+		if s, _ := v.(string); !strings.Contains(s, "*sql.Tx") || !strings.Contains(s, "pgx.Tx") {
+			t.Fatalf("registering a pgx.Tx handler on a database/sql queue: %v", v)
 		}
 	}()
-	worker.HandleTx(w, "wrong", func(context.Context, *sql.Tx, *dbqueue.Job) error { return nil })
+	worker.HandleTx(w, "wrong", func(context.Context, pgx.Tx, *dbqueue.Job) error { return nil })
 }
 
 // The reply to a transactional handler's COMMIT is lost after the server

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/core"
@@ -85,18 +86,29 @@ func CancelTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, job *dbqueue.Job
 	return FailTx(ctx, q, tx, job, dbqueue.Cancelled(reason))
 }
 
-// BeginNative begins a pgx transaction on the pool, for handlers that
-// write in their job's transaction (worker.HandleTx with a pgx.Tx).
-func (p *poolDB) BeginNative(ctx context.Context) (any, sqldb.Tx, error) {
-	tx, err := p.pool.Begin(ctx)
-	if err != nil {
-		return nil, nil, err
+// pgxTxType is the type of a pgx transaction.
+var pgxTxType = reflect.TypeFor[pgx.Tx]()
+
+// BeginNative begins a transaction on the pool for a transactional
+// handler (worker.HandleTx): a pgx.Tx, or a *sql.Tx through a database/sql
+// pool over the same pgx pool, for handlers written for database/sql.
+func (p *poolDB) BeginNative(ctx context.Context, as reflect.Type) (any, sqldb.Tx, error) {
+	switch as {
+	case pgxTxType:
+		tx, err := p.pool.Begin(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+	case sqldb.SQLTxType:
+		p.sqlOnce.Do(func() { p.sqlDB = stdlib.OpenDBFromPool(p.pool) })
+		return sqldb.BeginSQL(ctx, p.sqlDB)
 	}
-	return tx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+	return nil, nil, fmt.Errorf("a pgx pool begins a pgx.Tx or a *sql.Tx, not a %v", as)
 }
 
-// NativeTx is pgx.Tx: a queue on a pgx pool gives its transactional
-// handlers a pgx.Tx.
-func (p *poolDB) NativeTx() reflect.Type { return reflect.TypeFor[pgx.Tx]() }
+// NativeTx: a queue on a pgx pool gives its transactional handlers a
+// pgx.Tx, or a *sql.Tx.
+func (p *poolDB) NativeTx() []reflect.Type { return []reflect.Type{pgxTxType, sqldb.SQLTxType} }
 
 var _ sqldb.NativeBeginner = (*poolDB)(nil)
