@@ -2,10 +2,12 @@ package worker
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -144,6 +146,11 @@ func runTx(ctx context.Context, q *dbqueue.Queue, ext txExt, as reflect.Type, jo
 	if errors.Is(ferr, dbqueue.ErrNotHeld) {
 		settle(ctx, &settlement{lost: ferr})
 		return herr
+	}
+	if errors.Is(ferr, sql.ErrTxDone) || ferr != nil && strings.Contains(ferr.Error(), "tx is closed") {
+		// Whatever the handler committed itself is applied, and the job
+		// runs again: say so.
+		return fmt.Errorf("the handler committed or rolled back its transaction itself: leave that to the worker, which writes the job's end in it first: %w", ferr)
 	}
 	if ferr != nil {
 		return fmt.Errorf("write the job's end in the handler's transaction: %w", ferr)

@@ -480,3 +480,21 @@ func TestHandleTxBatchesAndChains(t *testing.T) {
 		}
 	})
 }
+
+// A handler that commits its transaction itself gets an error that says
+// to leave the commit to the worker.
+func TestHandleTxSelfCommitSaysWhatToDo(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	q := sqlQueue(t, db)
+	w, _ := newWorker(t, q, worker.Options{Tries: 1})
+	worker.HandleTx(w, "eager", func(ctx context.Context, tx *sql.Tx, job *dbqueue.Job) error {
+		return tx.Commit()
+	})
+	if _, err := q.Push(bg, dbqueue.NewJob{Name: "eager"}); err != nil {
+		t.Fatal(err)
+	}
+	res := runOnce(t, w)
+	if len(res) != 1 || res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "leave that to the worker") {
+		t.Fatalf("%+v, want an error saying to leave the commit to the worker", res)
+	}
+}
