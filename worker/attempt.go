@@ -122,6 +122,9 @@ type attempt struct {
 	// whether it was failed (then a late success is not written).
 	decided chan struct{}
 	failed  bool
+	// settled is what a transactional handler's transaction committed of
+	// the job's end (HandleTx): the worker writes no end of its own.
+	settled *settlement
 }
 
 var _ context.Context = (*attempt)(nil)
@@ -136,6 +139,9 @@ func (a *attempt) Deadline() (time.Time, bool) {
 }
 
 func (a *attempt) Value(key any) any {
+	if _, ok := key.(settleKey); ok {
+		return a // a transactional handler records its end here (settle)
+	}
 	a.mu.Lock()
 	std := a.std
 	a.mu.Unlock()

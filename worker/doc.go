@@ -27,6 +27,13 @@
 // (WithTries, WithBackoff, WithTimeout), else Options. RunOnce works the
 // jobs ready now once, for tests, cron jobs and serverless workers.
 //
+// Transactional handlers (HandleTx, RegisterTx) get a transaction on the
+// queue's database, in which the worker also writes the job's end before
+// it commits: the handler's writes happen exactly once, a stale holder's
+// roll back, and a commit whose reply is lost is resolved from the
+// database rather than guessed. Handlers may also Snooze (again after a
+// delay, the attempt given back) or Cancel (no retry, in failed_jobs).
+//
 // Timeouts: a handler's context is cancelled at the job's timeout. A
 // handler that returns is finished at once (released or failed). A handler
 // that ignores its context is given two more seconds; then its job is

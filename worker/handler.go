@@ -12,8 +12,8 @@ import (
 )
 
 // HandlerFunc runs one job. Returning nil deletes the job; an error retries
-// it (or fails it when out of tries); ReleaseAfter, FailNow and Discard
-// say what to do instead. The context ends at the job's timeout and when
+// it (or fails it when out of tries); ReleaseAfter, Snooze, FailNow,
+// Cancel and Discard say what to do instead. The context ends at the job's timeout and when
 // the worker stops, and once the job is finished.
 //
 // Handlers run on the worker's own long-lived goroutines, one after
@@ -186,13 +186,17 @@ const (
 	outcomeRelease outcomeKind = iota + 1
 	outcomeFail
 	outcomeDiscard
+	outcomeSnooze
+	outcomeCancel
 )
 
 func (o *outcome) Error() string {
 	switch o.kind {
 	case outcomeRelease:
 		return fmt.Sprintf("release after %v", o.delay)
-	case outcomeFail:
+	case outcomeSnooze:
+		return fmt.Sprintf("snooze for %v", o.delay)
+	case outcomeFail, outcomeCancel:
 		if o.cause == nil {
 			return "failed"
 		}
@@ -225,3 +229,22 @@ func FailNow(cause error) error {
 // Discard, returned by a handler, deletes the job without running it again
 // and without failing it (Laravel's $this->delete()).
 func Discard() error { return &outcome{kind: outcomeDiscard} }
+
+// Snooze, returned by a handler, puts the job back to run again after d
+// and takes its attempt back (River's JobSnooze): for a job that waits for
+// something, which may snooze any number of times without running out of
+// tries or counting an exception. A negative d is 0; one longer than
+// MaxDelay is MaxDelay.
+func Snooze(d time.Duration) error {
+	return &outcome{kind: outcomeSnooze, delay: min(max(d, 0), MaxDelay)}
+}
+
+// Cancel, returned by a handler, ends the job without a retry because it
+// should not run (River's JobCancel): it goes to failed_jobs with the
+// exception "dbqueue: cancelled by its handler: reason"
+// (dbqueue.ErrCancelled), where an operator sees it and may still retry
+// it, and the failure hooks run with that cause. A batched job counts as
+// failed; a chain stops.
+func Cancel(reason string) error {
+	return &outcome{kind: outcomeCancel, cause: dbqueue.Cancelled(reason)}
+}

@@ -31,8 +31,20 @@ const (
 	// (its reservation was too short to run it, or the context ended).
 	OutcomeGivenBack Outcome = "given back"
 	// OutcomeLeftReserved: the handler ignored its context past its
-	// timeout; the job comes back after retry_after.
+	// timeout, or the commit of a transactional handler (HandleTx) failed
+	// and its outcome could not be found out; the job comes back after
+	// retry_after.
 	OutcomeLeftReserved Outcome = "left reserved"
+	// OutcomeSnoozed: the handler returned Snooze; the job runs again
+	// after Result.Delay, its attempt given back.
+	OutcomeSnoozed Outcome = "snoozed"
+	// OutcomeCancelled: the handler returned Cancel; the job is in
+	// failed_jobs, Result.Err wrapping dbqueue.ErrCancelled.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeNotHeld: a transactional handler's job was no longer held
+	// when its end was written (its reservation expired and another
+	// worker took it): the transaction rolled back, nothing was applied.
+	OutcomeNotHeld Outcome = "not held"
 )
 
 // Result is what RunOnce did with one job.

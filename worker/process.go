@@ -133,7 +133,7 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 		// and counted it.
 		<-a.decided
 		r.stuck.Add(-1)
-		if !a.failed && res.err == nil {
+		if !a.failed && res.err == nil && a.settled == nil {
 			// It finished after all while its reservation still stood:
 			// the work is done, so do not run it again.
 			r.finish(job, func() {
@@ -151,7 +151,13 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 		}
 		return true
 	}
-	r.finish(job, func() { r.outcome(job, a.h, a.maxTries, a, res, a.dbNow) })
+	r.finish(job, func() {
+		if s := a.settled; s != nil {
+			r.settle(job, a.h, res.took, s) // written in the handler's transaction
+			return
+		}
+		r.outcome(job, a.h, a.maxTries, a, res, a.dbNow)
+	})
 	return false
 }
 
@@ -234,8 +240,16 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 		if fn := ev.JobReleased; fn != nil && err == nil {
 			fn(ctx, job, o.delay)
 		}
+	case o != nil && o.kind == outcomeSnooze:
+		err := r.persist(ctx, job, func() error { return txExtOf(r.w.q).Snooze(context.WithoutCancel(ctx), job, o.delay) })
+		r.logJob(job, res.took, "snoozed", err, "delay", o.delay)
+		if fn := ev.JobReleased; fn != nil && err == nil {
+			fn(ctx, job, o.delay)
+		}
 	case o != nil && o.kind == outcomeFail:
 		r.fail(job, h, res.took, o.cause)
+	case o != nil && o.kind == outcomeCancel:
+		r.failAs(job, h, res.took, o.cause, "cancelled")
 	case r.jobCtx.Err() != nil:
 		// The worker is stopping and cancelled the job: not the job's fault.
 		r.giveBack(job, "worker stopped while the job ran")
@@ -399,6 +413,11 @@ func (r *run) backoff(job *dbqueue.Job, h *handler) time.Duration {
 // fail moves the job to failed_jobs and then calls the handler's failure
 // callback and the JobFailed hook, once.
 func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error) {
+	r.failAs(job, h, took, cause, "failed")
+}
+
+// failAs is fail, logged with outcome ("cancelled" for Cancel).
+func (r *run) failAs(job *dbqueue.Job, h *handler, took time.Duration, cause error, outcome string) {
 	w, ctx := r.w, r.jobCtx
 	var err error
 	if w.ext.Linked(job) {
@@ -406,7 +425,7 @@ func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error
 	} else {
 		err = r.persist(ctx, job, func() error { return w.q.Fail(context.WithoutCancel(ctx), job, cause) })
 	}
-	r.logJob(job, took, "failed", errors.Join(cause, err))
+	r.logJob(job, took, outcome, errors.Join(cause, err))
 	if err != nil {
 		return // not recorded: the job comes back after retry_after
 	}

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -205,6 +206,10 @@ type poolDB struct {
 	pgxExec
 	pool  *pgxpool.Pool
 	owned bool
+	// sqlDB is a database/sql pool over pool, made for the first handler
+	// that asks for a *sql.Tx (BeginNative).
+	sqlOnce sync.Once
+	sqlDB   *sql.DB
 }
 
 func (p *poolDB) Begin(ctx context.Context, opts sqldb.TxOptions) (sqldb.Tx, error) {
@@ -220,6 +225,10 @@ func (p *poolDB) Begin(ctx context.Context, opts sqldb.TxOptions) (sqldb.Tx, err
 }
 
 func (p *poolDB) Close() error {
+	p.sqlOnce.Do(func() {}) // no database/sql pool is made after Close
+	if p.sqlDB != nil {
+		_ = p.sqlDB.Close() // leaves pool open
+	}
 	if p.owned {
 		p.pool.Close()
 	}
