@@ -1,7 +1,9 @@
 package dbqueue
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,8 +43,19 @@ func notHeld(job *Job) error {
 	return fmt.Errorf("job %d (attempt %d): %w", job.ID, job.Attempts, ErrNotHeld)
 }
 
-// Delete removes a job that succeeded.
+// Delete removes a job that succeeded. A chained job's next link is
+// pushed and a batched job counted as succeeded in its batch, in the same
+// transaction as the delete, as a worker ends them: the rest of a chain is
+// never lost and a batch never stays pending. A chain whose next link
+// cannot be pushed (its payload was written by hand wrong) gives an error
+// and the job stays held: fail it instead. Delete fires no batch callbacks
+// (then, catch, finally): those are a worker's (worker.OnBatch), which
+// finishes its jobs itself.
 func (q *Queue) Delete(ctx context.Context, job *Job) error {
+	if job.linked() {
+		_, _, err := q.finishLinked(ctx, job, nil)
+		return err
+	}
 	lost, err := q.deleteMany(ctx, []*Job{job})
 	if err != nil {
 		return err
@@ -96,11 +109,51 @@ func (q *Queue) Release(ctx context.Context, job *Job, delay time.Duration) erro
 // ReleaseWithPayload is Release that also replaces the payload, for workers
 // that carry state from one attempt to the next (the exception count that
 // maxExceptions needs). The job's Payload and RawPayload are updated.
+//
+// The new payload of a chained or batched job must keep its "chained"
+// and "batchId" as they are: a payload without them would drop the rest
+// of the chain, or leave the batch pending for ever, once the job ends.
+// One that does not is refused, and the job is left as it was.
 func (q *Queue) ReleaseWithPayload(ctx context.Context, job *Job, delay time.Duration, payload []byte) error {
 	if payload == nil {
 		return fmt.Errorf("dbqueue: ReleaseWithPayload job %d: nil payload", job.ID)
 	}
+	if err := keepsLinks(job, payload); err != nil {
+		return err
+	}
 	return q.releaseOne(ctx, job, delay, payload)
+}
+
+// keepsLinks refuses a new payload for a linked job that changes its
+// batch or its chain.
+func keepsLinks(job *Job, payload []byte) error {
+	if !job.linked() {
+		return nil
+	}
+	p, err := DecodePayload(payload)
+	if err != nil {
+		return fmt.Errorf("dbqueue: ReleaseWithPayload job %d: the new payload: %w", job.ID, err)
+	}
+	if p.BatchID != job.Payload.BatchID {
+		return fmt.Errorf("dbqueue: ReleaseWithPayload job %d: the new payload names batch %q, the job is in batch %q: keep its \"batchId\" as it is", job.ID, p.BatchID, job.Payload.BatchID)
+	}
+	if !sameJSON(p.Chained, job.Payload.Chained) {
+		return fmt.Errorf("dbqueue: ReleaseWithPayload job %d: the new payload changes the rest of the job's chain: keep its \"chained\" as it is", job.ID)
+	}
+	return nil
+}
+
+// sameJSON reports whether two JSON texts are the same but for spacing
+// (both empty counts as the same).
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 func (q *Queue) releaseOne(ctx context.Context, job *Job, delay time.Duration, payload []byte) error {
@@ -149,7 +202,18 @@ func (q *Queue) unreserve(ctx context.Context, job *Job) error {
 // reservation ran out, whose job was reclaimed and failed by the new one.
 // Laravel ignores the key and its queue:retry carries it along; package
 // failed lists and retries the payload without it.
+//
+// A chained job's chain stops there (the rest stays in its payload in
+// failed_jobs, and retrying it resumes the chain), and a batched job is
+// counted as failed in its batch in the same transaction (without
+// AllowFailures that cancels the batch), as a worker fails them. Fail
+// fires no batch callbacks (then, catch, finally): those are a worker's
+// (worker.OnBatch).
 func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
+	if job.linked() {
+		_, _, err := q.finishLinked(ctx, job, cause)
+		return err
+	}
 	f := q.failure(job, cause)
 	var held bool
 	err := sqldb.Retry(ctx, func() (err error) {

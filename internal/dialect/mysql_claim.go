@@ -26,9 +26,12 @@ import (
 // then let go. A claim therefore also looks from the start of the queue —
 // reading every row there through the primary key, which is what the
 // cursor saves — when the cursor is new, at least every lookEvery, when the
-// last look found a full batch behind the cursor, and when a claim from
-// the cursor comes back short, as long as looks so far took less than
-// lookShare of the time (a bucket refilled at that rate). A queue that
+// last look found a full batch behind the cursor, when a claim from the
+// cursor comes back empty, and when it comes back short, as long as looks
+// so far took less than lookShare of the time (a bucket refilled at that
+// rate). A claim is short or empty however its rounds from the cursor
+// ended: at the end of the ready rows, or with every row they read in
+// flight with another claim. A queue that
 // keeps up looks on every claim, which is cheap while few rows are in
 // flight; under full load a row behind the cursor waits up to lookEvery.
 //
@@ -265,7 +268,6 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 		}
 		look := cur.lookNow(time.Now(), false, false)
 		if !look {
-			short, empty := false, false
 			for round := 0; round < cursorRounds && len(rows) < n; round++ {
 				want := n - len(rows)
 				cur.read.Lock()
@@ -288,11 +290,14 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 					}
 				}
 				if len(cs) < want {
-					short, empty = true, len(rows) == 0
 					break
 				}
 			}
-			look = len(rows) < n && cur.lookNow(time.Now(), short, empty)
+			// Short whether the cursor ran out of rows or the rounds ran
+			// out with every row read in flight with another claim (of
+			// another Queue, or another process): either way the ready
+			// rows may all be behind the cursor.
+			look = len(rows) < n && cur.lookNow(time.Now(), true, len(rows) == 0)
 		}
 		if look {
 			start := time.Now()
