@@ -342,8 +342,8 @@ func (m *model) liveLock(l *mLock) bool {
 		return true
 	}
 	j := l.job
-	if j.state > mReserved {
-		return false
+	if j.state > mReserved || l.jobID != 0 && j.id != l.jobID {
+		return false // ended, or retried under a new id the row does not name
 	}
 	return l.mode == dbqueue.UntilFinished || j.state != mReserved && j.attempts == 0
 }
