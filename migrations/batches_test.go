@@ -1,9 +1,6 @@
 package migrations_test
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,35 +9,6 @@ import (
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/migrations"
 )
-
-// laravelBatches returns the statements Laravel's queue:batches-table
-// migration runs on d, as recorded in testdata/laravel/batches_*.sql.
-func laravelBatches(t *testing.T, d dbqueue.Dialect) []string {
-	t.Helper()
-	name := map[dbqueue.Dialect]string{dbqueue.Postgres: "pgsql", dbqueue.MySQL: "mysql", dbqueue.SQLite: "sqlite"}[d]
-	f, err := os.Open(filepath.Join("..", "testdata", "laravel", "batches_"+name+".sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var stmts []string
-	in := false
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "-- Statements Laravel emitted:"):
-			in = true
-		case in && strings.HasPrefix(line, "--   "):
-			stmts = append(stmts, strings.TrimSuffix(strings.TrimPrefix(line, "--   "), ";"))
-		case in:
-			in = false
-		}
-	}
-	if len(stmts) == 0 {
-		t.Fatalf("no Laravel statements for %s", d)
-	}
-	return stmts
-}
 
 // column is one column of a table as the catalog describes it.
 type column struct {
@@ -114,7 +82,7 @@ func affinity(typ string) string {
 // workers use dbqueue's table as their own.
 func TestBatchesTableIsLaravels(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
-		for _, stmt := range laravelBatches(t, db.Dialect) {
+		for _, stmt := range dbtest.LaravelBatchStatements(t, db.Dialect) {
 			db.Exec(t, stmt)
 		}
 		laravel := columns(t, db, "job_batches")
@@ -150,7 +118,7 @@ func TestBatchesTableIsLaravels(t *testing.T) {
 // `migrate up` keeps Laravel's table as it is.
 func TestUpKeepsLaravelsBatchesTable(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
-		for _, stmt := range laravelBatches(t, db.Dialect) {
+		for _, stmt := range dbtest.LaravelBatchStatements(t, db.Dialect) {
 			db.Exec(t, stmt)
 		}
 		laravel := columns(t, db, "job_batches")
