@@ -1,6 +1,7 @@
 package dbqueue_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -828,39 +829,24 @@ func (m *model) retry() {
 }
 
 func (m *model) cancel() {
-	if len(m.order) == 0 {
-		return
-	}
-	mj := m.jobs[m.order[m.rng.IntN(len(m.order))]]
-	if mj.id == 0 {
-		return
-	}
-	w := m.rng.IntN(modelWorkers)
-	err := m.qs[w].Cancel(ctx, mj.id)
-	m.logf("worker %d's queue cancels job %d (%s): %v", w, mj.id, mj.state, err)
-	switch mj.state {
-	case mReady, mDelayed:
-		if err != nil {
-			m.errorf("Cancel of %s job %d: %v", mj.state, mj.id, err)
-			return
-		}
+	m.controlWaiting("Cancel", "cancels", (*dbqueue.Queue).Cancel, func(mj *mJob) {
 		mj.state = mGone
 		m.countBatch(mj, false)
-	case mReserved:
-		if !errors.Is(err, dbqueue.ErrJobReserved) {
-			m.errorf("Cancel of reserved job %d: %v, want ErrJobReserved", mj.id, err)
-		}
-	default:
-		if !errors.Is(err, dbqueue.ErrJobNotFound) {
-			m.errorf("Cancel of %s job %d: %v, want ErrJobNotFound", mj.state, mj.id, err)
-		}
-	}
+	})
 }
 
 // runNow makes a random job run now: a delayed one becomes ready, a
 // ready one stays so, a reserved one is refused, a finished one is not
 // found.
 func (m *model) runNow() {
+	m.controlWaiting("RunNow", "runs now", (*dbqueue.Queue).RunNow, func(mj *mJob) { mj.state = mReady })
+}
+
+// controlWaiting applies op (Cancel, RunNow) to a random job through a
+// random worker's queue: a waiting job (ready or delayed) takes it, and
+// then done updates the model; a reserved one is refused with
+// ErrJobReserved, a finished one with ErrJobNotFound.
+func (m *model) controlWaiting(name, does string, op func(*dbqueue.Queue, context.Context, int64) error, done func(*mJob)) {
 	if len(m.order) == 0 {
 		return
 	}
@@ -869,22 +855,22 @@ func (m *model) runNow() {
 		return
 	}
 	w := m.rng.IntN(modelWorkers)
-	err := m.qs[w].RunNow(ctx, mj.id)
-	m.logf("worker %d's queue runs job %d now (%s): %v", w, mj.id, mj.state, err)
+	err := op(m.qs[w], ctx, mj.id)
+	m.logf("worker %d's queue %s job %d (%s): %v", w, does, mj.id, mj.state, err)
 	switch mj.state {
 	case mReady, mDelayed:
 		if err != nil {
-			m.errorf("RunNow of %s job %d: %v", mj.state, mj.id, err)
+			m.errorf("%s of %s job %d: %v", name, mj.state, mj.id, err)
 			return
 		}
-		mj.state = mReady
+		done(mj)
 	case mReserved:
 		if !errors.Is(err, dbqueue.ErrJobReserved) {
-			m.errorf("RunNow of reserved job %d: %v, want ErrJobReserved", mj.id, err)
+			m.errorf("%s of reserved job %d: %v, want ErrJobReserved", name, mj.id, err)
 		}
 	default:
 		if !errors.Is(err, dbqueue.ErrJobNotFound) {
-			m.errorf("RunNow of %s job %d: %v, want ErrJobNotFound", mj.state, mj.id, err)
+			m.errorf("%s of %s job %d: %v, want ErrJobNotFound", name, mj.state, mj.id, err)
 		}
 	}
 }
