@@ -22,7 +22,7 @@ import (
 
 // sqlQueue is a queue on the test database's database/sql pool, whose
 // transactional handlers get a *sql.Tx on every database.
-func sqlQueue(t *testing.T, db *dbtest.DB) *dbqueue.Queue {
+func sqlQueue(t *testing.T, db *dbtest.DB, opts ...dbqueue.Option) *dbqueue.Queue {
 	t.Helper()
 	var drv dbqueue.Driver
 	switch db.Dialect {
@@ -33,7 +33,7 @@ func sqlQueue(t *testing.T, db *dbtest.DB) *dbqueue.Queue {
 	default:
 		drv = dbqsqlite.New(db.SQL)
 	}
-	q, err := dbqueue.New(bg, drv)
+	q, err := dbqueue.New(bg, drv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
