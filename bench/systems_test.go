@@ -46,6 +46,24 @@ func TestSystems(t *testing.T) {
 		ceiling.CeilingMariaDB: func(ctx context.Context) (bench.System, error) {
 			return ceiling.NewMariaDB(ctx, my, ceiling.Options{})
 		},
+		dbqueueq.NamePG + "-" + dbqueueq.HandlerInsertTx: func(ctx context.Context) (bench.System, error) {
+			return dbqueueq.NewPG(ctx, pg, dbqueueq.Options{Handler: dbqueueq.HandlerInsertTx})
+		},
+		dbqueueq.NamePG + "-" + dbqueueq.HandlerInsert: func(ctx context.Context) (bench.System, error) {
+			return dbqueueq.NewPG(ctx, pg, dbqueueq.Options{Handler: dbqueueq.HandlerInsert})
+		},
+		dbqueueq.NameMariaDB + "-" + dbqueueq.HandlerInsertTx: func(ctx context.Context) (bench.System, error) {
+			return dbqueueq.NewMariaDB(ctx, my, dbqueueq.Options{Handler: dbqueueq.HandlerInsertTx})
+		},
+		dbqueueq.NameMariaDB + "-" + dbqueueq.HandlerInsert: func(ctx context.Context) (bench.System, error) {
+			return dbqueueq.NewMariaDB(ctx, my, dbqueueq.Options{Handler: dbqueueq.HandlerInsert})
+		},
+		ceiling.CeilingPG + ceiling.InsertSuffix: func(ctx context.Context) (bench.System, error) {
+			return ceiling.NewPG(ctx, pg, ceiling.Options{Insert: true})
+		},
+		ceiling.CeilingMariaDB + ceiling.InsertSuffix: func(ctx context.Context) (bench.System, error) {
+			return ceiling.NewMariaDB(ctx, my, ceiling.Options{Insert: true})
+		},
 		ceiling.CeilingSQLite: func(ctx context.Context) (bench.System, error) {
 			return ceiling.NewSQLite(ctx, filepath.Join(t.TempDir(), "ceiling.db"), ceiling.Options{})
 		},

@@ -39,10 +39,20 @@ type Options struct {
 	// ceiling of the same database that the report lists but does not take
 	// ratios against.
 	Variant string
+	// Insert runs the insert workload (see insert.go): each job inserts a
+	// row into Effects and is deleted in a transaction of its own. Only
+	// the PostgreSQL and MariaDB loops have it.
+	Insert bool
+	// TxConcurrency is how many job transactions of the insert workload
+	// run at once; default DefaultTxConcurrency.
+	TxConcurrency int
 }
 
 // name is base, or base-b<Variant> for a variant.
 func (o Options) name(base string) string {
+	if o.Insert {
+		base += InsertSuffix
+	}
 	if o.Variant == "" {
 		return base
 	}
@@ -61,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Queue == "" {
 		o.Queue = "default"
+	}
+	if o.TxConcurrency <= 0 {
+		o.TxConcurrency = DefaultTxConcurrency
 	}
 	return o
 }

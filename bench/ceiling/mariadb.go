@@ -24,7 +24,17 @@ var myDDL = []string{
 	created_at   bigint unsigned NOT NULL,
 	KEY jobs_queue_index (queue)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci`,
+	`CREATE TABLE IF NOT EXISTS ` + Schema + `.` + Effects + ` (
+	id     bigint unsigned NOT NULL AUTO_INCREMENT PRIMARY KEY,
+	job_id bigint unsigned NOT NULL
+) ENGINE=InnoDB`,
 }
+
+// The insert workload's statements (see insert.go).
+const (
+	myInsertEffect = `INSERT INTO ` + Schema + `.` + Effects + ` (job_id) VALUES (?)`
+	myDeleteOne    = `DELETE FROM ` + Schema + `.jobs WHERE id = ? AND attempts = ?`
+)
 
 // The claim's SELECT. FORCE INDEX (PRIMARY) keeps the walk in id order: a
 // plan through jobs_queue_index plus a sort would lock every ready row it
@@ -37,8 +47,9 @@ FOR UPDATE SKIP LOCKED`
 
 // MariaDB is the ceiling loop on MariaDB / MySQL (go-sql-driver/mysql).
 type MariaDB struct {
-	o  Options
-	db *sql.DB
+	o   Options
+	db  *sql.DB
+	sem chan struct{} // the insert workload's transactions in flight
 }
 
 var _ bench.System = (*MariaDB)(nil)
@@ -63,13 +74,19 @@ func NewMariaDB(ctx context.Context, dsn string, o Options) (*MariaDB, error) {
 		return nil, fmt.Errorf("ceiling-mariadb: %w", err)
 	}
 	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(o.Workers + 2)
-	db.SetMaxIdleConns(o.Workers + 2)
+	// The insert workload's transactions each hold a connection, as a
+	// dbqueue worker's transactional handlers do on its database/sql pool.
+	conns := o.Workers + 2
+	if o.Insert {
+		conns += o.TxConcurrency
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("ceiling-mariadb: connect: %w", err)
 	}
-	return &MariaDB{o: o, db: db}, nil
+	return &MariaDB{o: o, db: db, sem: make(chan struct{}, o.TxConcurrency)}, nil
 }
 
 func (m *MariaDB) Name() string             { return m.o.name(CeilingMariaDB) }
@@ -85,10 +102,14 @@ func (m *MariaDB) Setup(ctx context.Context) error {
 	return nil
 }
 
-// Reset empties the table.
+// Reset empties the tables.
 func (m *MariaDB) Reset(ctx context.Context) error {
-	_, err := m.db.ExecContext(ctx, "TRUNCATE TABLE "+Schema+".jobs")
-	return err
+	for _, t := range []string{"jobs", Effects} {
+		if _, err := m.db.ExecContext(ctx, "TRUNCATE TABLE "+Schema+"."+t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Enqueue inserts n rows with multi-row INSERTs of up to 1,000 rows.
@@ -134,6 +155,9 @@ func (m *MariaDB) work(ctx context.Context) (int, error) {
 	jobs, err := m.claim(ctx)
 	if err != nil || len(jobs) == 0 {
 		return 0, err
+	}
+	if m.o.Insert {
+		return fanOut(ctx, m.sem, jobs, m.insertTx)
 	}
 	// The jobs run here: no-ops.
 	// id IN (…) gives the optimizer a primary-key range; the row-constructor
@@ -199,6 +223,36 @@ func (m *MariaDB) claim(ctx context.Context) ([]claimed, error) {
 		return nil, err
 	}
 	return jobs, tx.Commit()
+}
+
+// insertTx is one job of the insert workload: begin, insert its effect,
+// delete it with the ownership check, commit; retried on a deadlock.
+func (m *MariaDB) insertTx(ctx context.Context, j claimed) error {
+	for {
+		err := m.insertOnce(ctx, j)
+		if err == nil || !myRetryable(err) {
+			return err
+		}
+	}
+}
+
+func (m *MariaDB) insertOnce(ctx context.Context, j claimed) error {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, myInsertEffect, j.id); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, myDeleteOne, j.id, j.attempts)
+	if err != nil {
+		return err
+	}
+	if got, _ := res.RowsAffected(); got != 1 {
+		return errNotOwned
+	}
+	return tx.Commit()
 }
 
 // myRetryable: deadlock (1213) and lock wait timeout (1205).

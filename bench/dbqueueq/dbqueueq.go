@@ -100,6 +100,9 @@ type Options struct {
 	// every span and exports nowhere (see otelSDK). The system's name
 	// gets OTelSuffix.
 	OTel bool
+	// Handler is what each job's handler does: HandlerNoop (""),
+	// HandlerInsertTx or HandlerInsert (see insert.go).
+	Handler string
 }
 
 // MaxClaim is the most jobs one claim of dbqueue's worker takes
@@ -164,7 +167,8 @@ type System struct {
 	queues  []*dbqueue.Queue // one per worker
 	jobs    []dbqueue.NewJob // a batch of no-op jobs
 	handler worker.HandlerFunc
-	otel    *otelSDK // with Options.OTel
+	otel    *otelSDK  // with Options.OTel
+	effects effectsDB // with Options.Handler HandlerInsert
 }
 
 var _ bench.System = (*System)(nil)
@@ -245,6 +249,16 @@ func execOnce(ctx context.Context, driver, dsn, stmt string) error {
 // open makes the schema or database and the admin connection; the queues
 // are opened by Setup, after the migrations (Open checks the tables).
 func (s *System) open(ctx context.Context) error {
+	switch s.o.Handler {
+	case HandlerNoop:
+	case HandlerInsertTx, HandlerInsert:
+		if s.dialect == dbqueue.SQLite {
+			return fmt.Errorf("%s: the %s handler is measured on PostgreSQL and MariaDB only", s.name, s.o.Handler)
+		}
+		s.name += "-" + s.o.Handler
+	default:
+		return fmt.Errorf("%s: unknown handler %q (have %q, %q, %q)", s.name, s.o.Handler, HandlerNoop, HandlerInsertTx, HandlerInsert)
+	}
 	if s.o.OTel {
 		s.name += OTelSuffix
 		var err error
@@ -332,6 +346,9 @@ func (s *System) Setup(ctx context.Context) error {
 			s.queues = append(s.queues, q)
 		}
 	}
+	if err := s.setupEffects(ctx); err != nil {
+		return err
+	}
 	if s.dialect == dbqueue.Postgres {
 		if err := s.Reset(ctx); err != nil {
 			return err
@@ -352,8 +369,14 @@ func (s *System) Reset(ctx context.Context) error {
 	switch s.dialect {
 	case dbqueue.Postgres:
 		stmts = []string{"TRUNCATE jobs, failed_jobs RESTART IDENTITY"}
+		if s.o.Handler != HandlerNoop {
+			stmts = []string{"TRUNCATE jobs, failed_jobs, " + Effects + " RESTART IDENTITY"}
+		}
 	case dbqueue.MySQL:
 		stmts = []string{"TRUNCATE TABLE jobs", "TRUNCATE TABLE failed_jobs"}
+		if s.o.Handler != HandlerNoop {
+			stmts = append(stmts, "TRUNCATE TABLE "+Effects)
+		}
 	default:
 		stmts = []string{"DELETE FROM jobs", "DELETE FROM failed_jobs"}
 	}
@@ -425,7 +448,7 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 			r.wg.Wait()
 			return nil, err
 		}
-		w.Handle(JobName, h)
+		s.register(w, h)
 		r.wg.Go(func() {
 			if err := w.Run(ctx); err != nil {
 				r.errs.add("worker: " + err.Error())
@@ -477,6 +500,9 @@ func (s *System) Close() error {
 		if q != nil {
 			errs = append(errs, q.Close())
 		}
+	}
+	if s.effects != nil {
+		errs = append(errs, s.effects.Close())
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Close())

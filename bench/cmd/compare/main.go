@@ -46,7 +46,21 @@ type config struct {
 	riverFast    bool
 	riverConns   int
 	otel         bool // also run each dbqueue system with OpenTelemetry on
+	handler      string
 }
+
+// handlerInsert is -handler insert: every job's handler inserts one row
+// (see insertSystems).
+const handlerInsert = "insert"
+
+// insertSystems are the systems -handler insert runs, and what each becomes:
+// dbqueue-<db> runs twice, as dbqueue-<db>-insert-tx (a transactional
+// handler, worker.HandleTx) and dbqueue-<db>-insert (a plain handler with
+// its own INSERT, then the batched delete); ceiling-<db> runs the
+// hand-written loop ceiling-<db>-tx (claim B, then per job begin, insert,
+// delete with the ownership check, commit, as many at once as dbqueue's
+// Concurrency), the reference of the "× ceiling" column.
+var insertSystems = []string{dbqueueq.NamePG, dbqueueq.NameMariaDB, ceiling.CeilingPG, ceiling.CeilingMariaDB}
 
 // registry lists the systems -systems can name, in report order.
 var registry = []struct {
@@ -162,8 +176,22 @@ func main() {
 	flag.DurationVar(&c.ceiling.Poll, "poll", 5*time.Millisecond, "ceiling: sleep after an empty claim")
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
+	flag.StringVar(&c.handler, "handler", "", "what each job's handler does: \"\" (nothing) or \"insert\" (insert one row: dbqueue with a transactional handler and with a plain one, against a hand-written transaction loop; systems "+strings.Join(insertSystems, ",")+")")
 	flag.BoolVar(&c.otel, "otel", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-otel, with OpenTelemetry metrics and traces on (an SDK exporting nowhere), beside it in every round")
 	flag.Parse()
+	systemsSet := false
+	flag.Visit(func(f *flag.Flag) { systemsSet = systemsSet || f.Name == "systems" })
+	switch c.handler {
+	case "":
+	case handlerInsert:
+		if !systemsSet {
+			*systems = strings.Join(insertSystems, ",")
+		}
+		c.ceiling.Insert, c.ceiling.TxConcurrency = true, c.dbqueue.Concurrency
+		c.ceilingAlso = 0
+	default:
+		log.Fatalf("unknown -handler %q (have \"\" or %q)", c.handler, handlerInsert)
+	}
 	batchNote := "set"
 	if c.ceiling.Batch <= 0 {
 		c.ceiling.Batch = c.dbqueue.ClaimSize()
@@ -200,20 +228,31 @@ func main() {
 		if !slices.Contains(names(), want[i]) {
 			log.Fatalf("unknown system %q (have %s)", want[i], strings.Join(names(), ", "))
 		}
+		if c.handler == handlerInsert && !slices.Contains(insertSystems, want[i]) {
+			log.Fatalf("-handler insert: system %q has no insert workload (have %s)", want[i], strings.Join(insertSystems, ", "))
+		}
 	}
 	for _, r := range registry {
 		if !slices.Contains(want, r.name) {
 			continue
 		}
-		s, err := r.open(ctx, &c)
-		if err != nil {
-			log.Fatalf("%s: %v", r.name, err)
+		opens := []config{c}
+		if c.handler == handlerInsert && strings.HasPrefix(r.name, "dbqueue-") {
+			tx, plain := c, c
+			tx.dbqueue.Handler, plain.dbqueue.Handler = dbqueueq.HandlerInsertTx, dbqueueq.HandlerInsert
+			opens = []config{tx, plain}
 		}
-		defer s.Close()
-		if err := s.Setup(ctx); err != nil {
-			log.Fatalf("%s: setup: %v", r.name, err)
+		for _, oc := range opens {
+			s, err := r.open(ctx, &oc)
+			if err != nil {
+				log.Fatalf("%s: %v", r.name, err)
+			}
+			defer s.Close()
+			if err := s.Setup(ctx); err != nil {
+				log.Fatalf("%s: setup: %v", r.name, err)
+			}
+			syss = append(syss, s)
 		}
-		syss = append(syss, s)
 		if c.otel && strings.HasPrefix(r.name, "dbqueue-") {
 			o := c
 			o.dbqueue.OTel = true
@@ -278,7 +317,7 @@ func main() {
 				res.Add(s.Name(), s.Database(), mode, n[s.Name()], m)
 				if *verbose {
 					k := float64(n[s.Name()])
-					fmt.Fprintf(os.Stderr, "round %d  %-10s  %-16s %8.0f jobs/s  cpu/job client %5.1f µs  server %5.1f µs  allocs/job %5.1f %6.0f B  load %s\n", round+1, mode, s.Name(),
+					fmt.Fprintf(os.Stderr, "round %d  %-10s  %-26s %8.0f jobs/s  cpu/job client %5.1f µs  server %5.1f µs  allocs/job %5.1f %6.0f B  load %s\n", round+1, mode, s.Name(),
 						k/m.Elapsed.Seconds(), float64(m.CPU.Client.Microseconds())/k, float64(m.CPU.Server.Microseconds())/k,
 						float64(m.CPU.Allocs)/k, float64(m.CPU.AllocBytes)/k, bench.LoadAvg())
 				}
@@ -293,6 +332,9 @@ func main() {
 	var sizes []string
 	for _, s := range syss {
 		sizes = append(sizes, fmt.Sprintf("%s %d", s.Name(), n[s.Name()]))
+	}
+	if c.handler != "" {
+		fmt.Printf("\nhandler: %s (ceiling: %d job transactions at once)", c.handler, c.ceiling.TxConcurrency)
 	}
 	fmt.Printf("\njobs per measurement: %s; %d rounds, ceiling W=%d B=%d %s%s, dbqueue workers=%d concurrency=%d prefetch=%d sleep=%s, end-to-end enqueue batch %d, took %s, load average %s -> %s\n\n",
 		strings.Join(sizes, ", "), *rounds, c.ceiling.Workers, c.ceiling.Batch, batchNote, also, c.dbqueue.Workers, c.dbqueue.Concurrency, c.dbqueue.Prefetch, c.dbqueue.Sleep,
