@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"time"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -19,9 +20,25 @@ const setReadCommitted = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
 // transaction asking for READ COMMITTED then begins without its own
 // SET TRANSACTION, one round trip fewer on every MySQL claim. Use it only
 // for pools the queue owns; it changes the isolation of all their work.
+//
+// The pool keeps up to ownedIdleConns connections idle, for up to
+// ownedIdleTime: database/sql's default of 2 would close the connection of
+// every transactional handler past the second as it commits, and the next
+// job would pay for a new one (TCP, authentication, the session's SET).
 func readCommittedSessions(c driver.Connector) sqldb.DB {
-	return sqldb.ReadCommittedSQLDB(sql.OpenDB(rcConnector{c}))
+	db := sql.OpenDB(rcConnector{c})
+	db.SetMaxIdleConns(ownedIdleConns)
+	db.SetConnMaxIdleTime(ownedIdleTime)
+	return sqldb.ReadCommittedSQLDB(db)
 }
+
+// ownedIdleConns is how many idle connections a pool Open made keeps:
+// enough for the handlers of a worker at Concurrency 100 to reuse theirs.
+const ownedIdleConns = 100
+
+// ownedIdleTime closes idle connections the pool no longer needs, so a
+// burst does not hold the server's connections for good.
+const ownedIdleTime = time.Minute
 
 type rcConnector struct{ driver.Connector }
 
