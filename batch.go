@@ -282,8 +282,8 @@ func chainNext(job *Job) ([]dialect.PushRow, error) {
 	if _, err := DecodePayload(payload); err != nil {
 		return nil, fmt.Errorf("dbqueue: job %d: the next link of its chain carries no job payload: %w", job.ID, err)
 	}
-	if maxSeconds := int64(MaxDelay / time.Second); next.Delay < 0 || next.Delay > maxSeconds || next.RunAt < 0 || next.RunAt > time.Now().Unix()+maxSeconds {
-		return nil, fmt.Errorf("dbqueue: job %d: the next link of its chain has delay %d and runAt %d: each must be whole seconds from 0 up to 100 years ahead", job.ID, next.Delay, next.RunAt)
+	if err := checkLinkTime(next); err != nil {
+		return nil, fmt.Errorf("dbqueue: job %d: the next link of its chain: %w", job.ID, err)
 	}
 	row := dialect.PushRow{Queue: next.Queue, Payload: payload, At: next.Delay}
 	if next.RunAt != 0 {

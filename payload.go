@@ -286,6 +286,17 @@ func decodePayload(raw []byte, p *Payload) error {
 // database's now + delay.
 const maxLinkDelay = maxSeconds + 1
 
+// checkLinkTime reports whether a chain link's time can be written: a
+// delay from 0 to maxLinkDelay seconds, or a runAt that is not negative.
+// Decoding a payload and pushing its next link both ask it, so a link the
+// one accepts the other writes.
+func checkLinkTime(l ChainLink) error {
+	if l.Delay < 0 || l.Delay > maxLinkDelay || l.RunAt < 0 {
+		return fmt.Errorf("delay %d and runAt %d: the delay must be from 0 to %d seconds (292 years), the runAt a Unix time from 0", l.Delay, l.RunAt, maxLinkDelay)
+	}
+	return nil
+}
+
 func checkChained(chained json.RawMessage) error {
 	if len(chained) == 0 || chained[0] != '[' {
 		return nil // no chain: a worker reads only a list
@@ -298,8 +309,8 @@ func checkChained(chained json.RawMessage) error {
 		if err := checkQueueName(l.Queue); err != nil {
 			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
 		}
-		if l.Delay < 0 || l.Delay > maxLinkDelay {
-			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: delay %d must be from 0 to %d seconds (292 years)", i, l.Delay, maxLinkDelay)
+		if err := checkLinkTime(l); err != nil {
+			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
 		}
 		if _, err := DecodePayload(l.Payload); err != nil {
 			return fmt.Errorf("dbqueue: malformed payload: \"chained\" link %d: %w", i, err)
