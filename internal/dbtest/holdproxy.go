@@ -6,10 +6,6 @@ import (
 	"net/url"
 	"sync"
 	"testing"
-
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/dbqueue/dbqueue"
 )
 
 // HoldProxy is a TCP proxy in front of a test database that can hold what
@@ -45,38 +41,8 @@ type holdConn struct {
 // through it. SQLite has no server; asking for one fails the test.
 func (db *DB) HoldProxy(t testing.TB) (*HoldProxy, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var target, dsn string
-	switch db.Dialect {
-	case dbqueue.Postgres:
-		u, err := url.Parse(db.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target = u.Host
-		if u.Port() == "" {
-			target += ":5432"
-		}
-		u.Host = ln.Addr().String()
-		// In the clear, so DropCommitReply can read the statements.
-		query := u.Query()
-		query.Set("sslmode", "disable")
-		u.RawQuery = query.Encode()
-		dsn = u.String()
-	case dbqueue.MySQL:
-		cfg, err := mysql.ParseDSN(db.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target = cfg.Addr
-		cfg.Addr = ln.Addr().String()
-		dsn = cfg.FormatDSN()
-	default:
-		t.Fatalf("dbtest: no proxy for %s", db.Dialect)
-	}
+	// In the clear, so DropCommitReply can read the statements.
+	ln, target, dsn := db.proxyListen(t, func(q url.Values) { q.Set("sslmode", "disable") })
 	p := &HoldProxy{ln: ln, target: target, held: make(chan struct{}, 1), conns: map[*holdConn]bool{}}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.Abort() })

@@ -28,7 +28,19 @@ type Proxy struct {
 // SQLite has no server; asking for one fails the test.
 func (db *DB) Proxy(t testing.TB) (*Proxy, string) {
 	t.Helper()
-	var target, dsn string
+	ln, target, dsn := db.proxyListen(t, nil)
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.Cut() })
+	return p, dsn
+}
+
+// proxyListen listens on a loopback port for a proxy to db's server and
+// returns the listener, the server's address and a DSN for db through the
+// port; editPG, when set, edits a PostgreSQL DSN's query as well. SQLite
+// has no server; asking for one fails the test.
+func (db *DB) proxyListen(t testing.TB, editPG func(url.Values)) (ln net.Listener, target, dsn string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +56,11 @@ func (db *DB) Proxy(t testing.TB) (*Proxy, string) {
 			target += ":5432"
 		}
 		u.Host = ln.Addr().String()
+		if editPG != nil {
+			query := u.Query()
+			editPG(query)
+			u.RawQuery = query.Encode()
+		}
 		dsn = u.String()
 	case dbqueue.MySQL:
 		cfg, err := mysql.ParseDSN(db.DSN)
@@ -54,12 +71,10 @@ func (db *DB) Proxy(t testing.TB) (*Proxy, string) {
 		cfg.Addr = ln.Addr().String()
 		dsn = cfg.FormatDSN()
 	default:
+		ln.Close()
 		t.Fatalf("dbtest: no proxy for %s", db.Dialect)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.Cut() })
-	return p, dsn
+	return ln, target, dsn
 }
 
 func (p *Proxy) serve() {
