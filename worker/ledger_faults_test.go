@@ -774,20 +774,29 @@ func grepLogs(children []*faultProc, ids []int64) string {
 	return b.String()
 }
 
+// nextVictim waits base plus up to spread, then picks a living worker
+// process at random; nil when ctx ended first.
+func (fl *faultLedger) nextVictim(ctx context.Context, base, spread time.Duration) *faultProc {
+	timer := time.NewTimer(base + rand.N(spread))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-timer.C:
+	}
+	children := fl.living()
+	return children[rand.IntN(len(children))]
+}
+
 // killConnections injects faults until ctx ends: every 150–450ms it kills
 // every database connection of one worker process, chosen at random.
 func killConnections(t *testing.T, db *dbtest.DB) func(context.Context, *faultLedger, func(fault)) {
 	return func(ctx context.Context, fl *faultLedger, record func(fault)) {
 		for {
-			timer := time.NewTimer(150*time.Millisecond + rand.N(300*time.Millisecond))
-			select {
-			case <-ctx.Done():
-				timer.Stop()
+			c := fl.nextVictim(ctx, 150*time.Millisecond, 300*time.Millisecond)
+			if c == nil {
 				return
-			case <-timer.C:
 			}
-			children := fl.living()
-			c := children[rand.IntN(len(children))]
 			from := time.Now().UnixNano()
 			kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			n, err := db.KillConnections(kctx, c.cmd.Process.Pid, c.appName)
@@ -897,15 +906,10 @@ func tail(s string, lines int) string {
 func killProcesses(t *testing.T) func(context.Context, *faultLedger, func(fault)) {
 	return func(ctx context.Context, fl *faultLedger, record func(fault)) {
 		for {
-			timer := time.NewTimer(300*time.Millisecond + rand.N(600*time.Millisecond))
-			select {
-			case <-ctx.Done():
-				timer.Stop()
+			c := fl.nextVictim(ctx, 300*time.Millisecond, 600*time.Millisecond)
+			if c == nil {
 				return
-			case <-timer.C:
 			}
-			children := fl.living()
-			c := children[rand.IntN(len(children))]
 			from := time.Now().UnixNano()
 			c.killed.Store(true)
 			if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
