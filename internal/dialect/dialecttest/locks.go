@@ -200,4 +200,3 @@ func must2(t *testing.T, what string) func(a, b int64, err error) (int64, int64)
 		return a, b
 	}
 }
-
