@@ -247,13 +247,9 @@ func testOneWinner(t *testing.T, c *dbtest.Cluster) {
 func waitVisible(t *testing.T, dbs []*dbtest.DB, id int64) {
 	t.Helper()
 	for i, db := range dbs {
-		deadline := time.Now().Add(10 * time.Second)
-		for db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", id) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d never reached node %d", id, i+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		dbtest.WaitFor(t, 10*time.Second, fmt.Sprintf("job %d reaches node %d", id, i+1), func() bool {
+			return db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", id) > 0
+		})
 	}
 }
 
@@ -308,10 +304,10 @@ func testLedger(t *testing.T, c *dbtest.Cluster) {
 	defer cancel()
 	dbs := c.NewDB(t)
 	dbs[0].Exec(t, "CREATE TABLE ledger (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, job_id BIGINT NOT NULL, node INT NOT NULL, attempts INT NOT NULL) ENGINE=InnoDB")
-	for _, db := range dbs[1:] {
-		for db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'ledger'") == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+	for i, db := range dbs[1:] {
+		dbtest.WaitFor(t, 10*time.Second, fmt.Sprintf("the ledger table reaches node %d", i+2), func() bool {
+			return db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'ledger'") > 0
+		})
 	}
 	cert0, bf0 := certStats(c)
 	logger := slog.New(slog.DiscardHandler)
