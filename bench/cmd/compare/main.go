@@ -340,6 +340,8 @@ func main() {
 		strings.Join(sizes, ", "), *rounds, c.ceiling.Workers, c.ceiling.Batch, batchNote, also, c.dbqueue.Workers, c.dbqueue.Concurrency, c.dbqueue.Prefetch, c.dbqueue.Sleep,
 		*batch, time.Since(began).Round(time.Second), loadBefore, bench.LoadAvg())
 	res.WriteMarkdown(os.Stdout)
+	fmt.Println()
+	bench.Caption{Command: bench.CommandLine(), Began: began, Took: time.Since(began), LoadBefore: loadBefore, LoadAfter: bench.LoadAvg()}.WriteMarkdown(os.Stdout)
 	if *outRates {
 		fmt.Println()
 		res.WriteRaw(os.Stdout)

@@ -134,8 +134,9 @@ func main() {
 
 	w := os.Stdout
 	fmt.Fprintf(w, "\n## dbqueue benchmark, %s\n\n", began.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- command: `%s`\n", bench.CommandLine())
 	fmt.Fprintf(w, "- dbqueue: %s\n", buildInfo())
-	fmt.Fprintf(w, "- machine: %d CPUs (GOMAXPROCS %d), %s, %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(w, "- machine: %s\n", bench.Machine())
 	for _, v := range versions {
 		fmt.Fprintf(w, "- server: %s\n", v)
 	}
@@ -542,18 +543,4 @@ func buildInfo() string {
 		where += fmt.Sprintf(", repository at %.12s (uncommitted changes: %s)", rev, modified)
 	}
 	return where
-}
-
-// cpuModel is the CPU's model name from /proc/cpuinfo ("unknown CPU" elsewhere).
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
 }
