@@ -534,7 +534,7 @@ func (r roleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestPrefix mounts the dashboard under a path with http.StripPrefix, as
-// the README shows, and follows its links and redirects.
+// docs/operating.md shows, and follows its links and redirects.
 func TestPrefix(t *testing.T) {
 	db := dbtest.New(t, dbqueue.SQLite)
 	q := db.Queue(t)

@@ -316,7 +316,7 @@ func TestUpPgx(t *testing.T) {
 	}
 }
 
-// upPgx migrates through a pgx pool as the README shows.
+// upPgx migrates through a pgx pool as docs/migrations.md shows.
 func upPgx(ctx context.Context, pool *pgxpool.Pool) error {
 	db := dbqpgx.OpenDB(pool)
 	defer db.Close()

@@ -33,7 +33,7 @@ const AdaptivePrefetchMax = 1000
 const maxSlots = 1 << 20
 
 // Options configure a Worker. The zero value of each field takes Laravel's
-// queue:work default; see the README's table for the flag each mirrors.
+// queue:work default; docs/workers.md has the flag each mirrors.
 // Durations must be from 0 to MaxDelay; New refuses others.
 type Options struct {
 	// Queues are read in priority order (--queue=high,default). Default:

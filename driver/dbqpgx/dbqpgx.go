@@ -16,7 +16,7 @@
 // default_query_exec_mode=exec to the DSN (pgx's default statement cache
 // needs a session of its own) and LISTEN on a direct connection with
 // dbqueue.WithListenDSN, or not at all with dbqueue.WithoutListen; see the
-// README's PgBouncer section.
+// PgBouncer section of docs/scaling.md.
 package dbqpgx
 
 import (

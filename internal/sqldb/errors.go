@@ -148,7 +148,7 @@ func (e *opError) Unwrap() []error {
 
 // PoolerHint says what to do when pgx's statement cache meets a
 // transaction pooler.
-const PoolerHint = "is the pool behind PgBouncer in transaction pooling mode? Add default_query_exec_mode=exec to its DSN, or set pgx.ConnConfig.DefaultQueryExecMode; see the README's PgBouncer section"
+const PoolerHint = "is the pool behind PgBouncer in transaction pooling mode? Add default_query_exec_mode=exec to its DSN, or set pgx.ConnConfig.DefaultQueryExecMode; see PgBouncer in docs/scaling.md"
 
 // LostPreparedStatement reports whether err is PostgreSQL saying a prepared
 // statement does not exist (26000) or already exists (42P05). dbqueue
