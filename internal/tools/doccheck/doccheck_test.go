@@ -136,3 +136,38 @@ func TestGoBlocks(t *testing.T) {
 		t.Errorf("%d faults, want 4:\n%s", len(errs), got)
 	}
 }
+
+// A guide's table of contents must link every section; a section in code
+// is no section, and the README keeps its own shape.
+func TestContents(t *testing.T) {
+	dir := write(t, map[string]string{
+		"README.md": "# Top\n\n## Not listed, not a guide\n",
+		"docs/g.md": strings.Join([]string{
+			"# Guide",
+			"",
+			"- [One](#one)",
+			"- [Twice](#twice-2)",
+			"",
+			"## One",
+			"```sh",
+			"## a shell comment, not a section",
+			"```",
+			"## Twice",
+			"### Twice",
+			"## Twice",
+			"## Missing",
+			"See [One](#one) again.",
+		}, "\n"),
+	})
+	errs, err := check(dir, []string{filepath.Join(dir, "README.md"), filepath.Join(dir, "docs", "g.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		filepath.Join(dir, "docs", "g.md") + ":10: section #twice is missing from the table of contents above the first section",
+		filepath.Join(dir, "docs", "g.md") + ":13: section #missing is missing from the table of contents above the first section",
+	}
+	if strings.Join(errs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(errs, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -64,6 +64,7 @@ func check(root string, files []string) ([]string, error) {
 	}
 	for _, d := range docs {
 		errs = append(errs, checkLinks(d, byPath)...)
+		errs = append(errs, checkContents(d)...)
 	}
 	blockErrs, err := checkBlocks(abs, docs)
 	if err != nil {
