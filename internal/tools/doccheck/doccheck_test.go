@@ -171,3 +171,47 @@ func TestContents(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(errs, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A table of measured numbers must be followed by its caption; other
+// tables, and tables in code, need none.
+func TestCaptions(t *testing.T) {
+	dir := write(t, map[string]string{
+		"README.md": strings.Join([]string{
+			"# Top",
+			"| system | jobs/s |",
+			"|---|---:|",
+			"| dbqueue | 100 |",
+			"",
+			"> `cd bench && go run ./cmd/compare` · 2026-11-27 03:00 UTC · 2 CPUs · load average 1 → 2 · took 1m",
+			"",
+			"| latency | p50 |",
+			"|---|---:|",
+			"| pg | 1 ms |",
+			"",
+			"Measured somewhere.",
+			"",
+			"| name | meaning |",
+			"|---|---|",
+			"| Queue | where |",
+			"```",
+			"| in code | jobs/s |",
+			"|---|---|",
+			"```",
+			"- a list item:",
+			"",
+			"  | size | MB |",
+			"  |---|---:|",
+			"  | a | 1 |",
+			"",
+			"  > `go build` · 2026-11-27",
+		}, "\n"),
+	})
+	errs, err := check(dir, []string{filepath.Join(dir, "README.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "README.md") + ":8: a table of measured numbers needs its caption right under it: > `the command` · date · machine · load (as compare and dbqbench print it)"
+	if strings.Join(errs, "\n") != want {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(errs, "\n"), want)
+	}
+}

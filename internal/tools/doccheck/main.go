@@ -1,8 +1,11 @@
 // Command doccheck checks the Markdown docs of the repository: every
 // relative link leads to a file that exists, every #anchor to a heading
-// of its target (GitHub's anchors), and every ```go block builds, or
-// matches the Example or program it mirrors. The rules for Go blocks are
-// in CONTRIBUTING.md, "Go code in the docs". CI runs it from .ci/run:
+// of its target (GitHub's anchors), every ```go block builds, or matches
+// the Example or program it mirrors, every guide in docs/ has a table of
+// contents linking each section, and every table of measured numbers has
+// its caption (the command that made it, the date, the machine, the
+// load). The rules are in CONTRIBUTING.md, "Go code in the docs". CI runs
+// it from .ci/run:
 //
 //	go run ./internal/tools/doccheck
 //
@@ -65,6 +68,7 @@ func check(root string, files []string) ([]string, error) {
 	for _, d := range docs {
 		errs = append(errs, checkLinks(d, byPath)...)
 		errs = append(errs, checkContents(d)...)
+		errs = append(errs, checkCaptions(d)...)
 	}
 	blockErrs, err := checkBlocks(abs, docs)
 	if err != nil {
