@@ -25,18 +25,11 @@ var (
 func checkCaptions(d *doc) []string {
 	var (
 		errs []string
-		in   string // the open fence's mark, "" outside code
+		text = prose(d.lines)
 	)
 	for i := 0; i < len(d.lines); i++ {
 		line := d.lines[i]
-		if in != "" {
-			if t := strings.TrimSpace(line); strings.HasPrefix(t, in) && strings.Trim(t, in[:1]) == "" {
-				in = ""
-			}
-			continue
-		}
-		if m := fence.FindStringSubmatch(line); m != nil {
-			in = m[1]
+		if !text[i] {
 			continue
 		}
 		if !strings.HasPrefix(strings.TrimSpace(line), "|") || i+1 >= len(d.lines) || !tableRule.MatchString(d.lines[i+1]) {

@@ -26,17 +26,10 @@ func checkContents(d *doc) []string {
 	var (
 		secs []sec
 		seen = map[string]int{}
-		in   string // the open fence's mark, "" outside code
+		text = prose(d.lines)
 	)
 	for i, line := range d.lines {
-		if in != "" {
-			if t := strings.TrimSpace(line); strings.HasPrefix(t, in) && strings.Trim(t, in[:1]) == "" {
-				in = ""
-			}
-			continue
-		}
-		if m := fence.FindStringSubmatch(line); m != nil {
-			in = m[1]
+		if !text[i] {
 			continue
 		}
 		m := heading.FindStringSubmatch(line)
@@ -69,4 +62,24 @@ func checkContents(d *doc) []string {
 		}
 	}
 	return errs
+}
+
+// prose reports, for each line, whether it is outside fenced code (the
+// fences themselves are code).
+func prose(lines []string) []bool {
+	out := make([]bool, len(lines))
+	in := "" // the open fence's mark, "" outside code
+	for i, line := range lines {
+		switch {
+		case in != "":
+			if t := strings.TrimSpace(line); strings.HasPrefix(t, in) && strings.Trim(t, in[:1]) == "" {
+				in = ""
+			}
+		case fence.MatchString(line):
+			in = fence.FindStringSubmatch(line)[1]
+		default:
+			out[i] = true
+		}
+	}
+	return out
 }
