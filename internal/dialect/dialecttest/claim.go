@@ -286,3 +286,66 @@ func databaseClock(t *testing.T, s *suite) {
 		t.Fatalf("oldest pending %v, want the push's time", sz.OldestPending)
 	}
 }
+
+// Finishes inside the caller's transaction act on the held reservation
+// only, and only when that transaction commits; LockReservation reads
+// who holds a row.
+func finishesInTheCallersTransaction(t *testing.T, s *suite) {
+	f := s.Dialect.(dialect.TxFinisher)
+	q := s.queue(t)
+	s.push(t, q, 2)
+	rows := s.claim(t, q, 3600, 2)
+	if len(rows) != 2 {
+		t.Fatalf("claimed %d, want 2", len(rows))
+	}
+	done, snoozed := held(rows[0]), held(rows[1])
+	stale := done
+	stale.Token--
+	in := func(commit bool, fn func(tx sqldb.Tx) (bool, error)) bool {
+		t.Helper()
+		tx, err := s.DB.Begin(ctx(t), sqldb.TxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := fn(tx)
+		if err != nil {
+			tx.Rollback(context.Background())
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(ctx(t))
+		} else {
+			err = tx.Rollback(ctx(t))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	complete := func(h dialect.Held) func(sqldb.Tx) (bool, error) {
+		return func(tx sqldb.Tx) (bool, error) { return f.CompleteIn(ctx(t), tx, h) }
+	}
+	if in(true, complete(stale)) {
+		t.Fatal("a stale reservation completed in a transaction")
+	}
+	if !in(false, complete(done)) {
+		t.Fatal("the holder's completion reported the row not held")
+	}
+	r, found, err := f.LockReservation(ctx(t), s.DB, done.ID)
+	if err != nil || !found || !r.HeldBy(done) {
+		t.Fatalf("after a rolled-back completion the row reads %+v (found %v, %v), want held by %+v", r, found, err, done)
+	}
+	if !in(true, complete(done)) {
+		t.Fatal("the holder's completion reported the row not held")
+	}
+	if _, found, err := f.LockReservation(ctx(t), s.DB, done.ID); err != nil || found {
+		t.Fatalf("a committed completion left the row (found %v, %v)", found, err)
+	}
+	if !in(true, func(tx sqldb.Tx) (bool, error) { return f.ReleaseIn(ctx(t), tx, snoozed, 0, true) }) {
+		t.Fatal("the holder's give-back reported the row not held")
+	}
+	back := s.claimOne(t, q)
+	if back.ID != snoozed.ID || back.Attempts != snoozed.Attempts || back.Token == snoozed.Token {
+		t.Fatalf("after a give-back in a transaction the claim took %+v; want row %d, attempt %d again, a new token", back, snoozed.ID, snoozed.Attempts)
+	}
+}

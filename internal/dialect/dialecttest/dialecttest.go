@@ -53,6 +53,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 		{"ConcurrentClaimsAreDisjoint", concurrentClaimsAreDisjoint},
 		{"ClaimReclaimsExpired", claimReclaimsExpired},
 		{"FinishesCheckTheToken", finishesCheckTheToken},
+		{"FinishesInTheCallersTransaction", finishesInTheCallersTransaction},
 		{"InsertIDsAnyStep", insertIDsAnyStep},
 		{"DatabaseClock", databaseClock},
 		{"Unique", unique},
