@@ -29,7 +29,7 @@ func TestQuantile(t *testing.T) {
 	if q := Quantile(&c, 0.5); q != 0 {
 		t.Fatalf("empty: %v", q)
 	}
-	c[Index(3*time.Millisecond)] = 90  // [2ms, 4ms)
+	c[Index(3*time.Millisecond)] = 90   // [2ms, 4ms)
 	c[Index(300*time.Millisecond)] = 10 // [256ms, 512ms)
 	if q := Quantile(&c, 0.5); q < 2*time.Millisecond || q >= 4*time.Millisecond {
 		t.Errorf("p50 %v, want in [2ms, 4ms)", q)
