@@ -248,3 +248,47 @@ func TestMetricsOff(t *testing.T) {
 		}
 	})
 }
+
+// With HistoryRetention, finished jobs (done and failed, not released)
+// are written to the history, by the database clock; entries older than
+// the retention are deleted.
+func TestJobHistory(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		old := "INSERT INTO jobs_history (id, uuid, queue, kind, attempts, finished_at, runtime_us, outcome) VALUES (1, 'old', 'default', 'n', 1, " + db.Now() + " - 7200, 5, 'done')"
+		for range 3 {
+			db.Exec(t, old)
+		}
+		pushN(t, q, 3, dbqueue.NewJob{Name: "ok"})
+		pushN(t, q, 2, dbqueue.NewJob{Name: "bad", Queue: longQueue})
+		w, _ := newWorker(t, q, worker.Options{HistoryRetention: time.Hour, StopWhenEmpty: true, Queues: []string{"default", longQueue}})
+		w.Handle("ok", func(ctx context.Context, job *dbqueue.Job) error { return nil })
+		w.Handle("bad", func(ctx context.Context, job *dbqueue.Job) error { return errors.New("boom") })
+		if err := runUntil(t, w, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h, err := q.History(bg, dbqueue.HistoryQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 5 {
+			t.Fatalf("%d history entries, want 5 (the 3 old ones pruned): %+v", len(h), h)
+		}
+		var now int64
+		if err := db.SQL.QueryRow("SELECT " + db.Now()).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range h {
+			if e.UUID == "" || e.ID == 0 || e.Attempts != 1 || e.Finished.Unix() < now-60 || e.Finished.Unix() > now+1 {
+				t.Errorf("entry %+v (database now %d)", e, now)
+			}
+		}
+		failed, err := q.History(bg, dbqueue.HistoryQuery{Outcome: "failed", Queue: longQueue})
+		if err != nil || len(failed) != 2 || failed[0].Kind != "bad" || failed[0].Seq <= failed[1].Seq {
+			t.Fatalf("failed entries of the long queue, newest first: %+v, %v", failed, err)
+		}
+		if page, err := q.History(bg, dbqueue.HistoryQuery{Before: failed[0].Seq, Limit: 10}); err != nil || len(page) != 4 {
+			t.Fatalf("entries before seq %d: %d, %v; want 4", failed[0].Seq, len(page), err)
+		}
+	})
+}
