@@ -202,7 +202,9 @@ func TestMetricsCarriedOverFailedWrite(t *testing.T) {
 }
 
 // A heartbeat row whose worker was killed (it expired unrefreshed) is
-// deleted by any running worker; one that has not expired is kept.
+// deleted by any running worker; one that has not expired is kept. A
+// worker name longer than the column (and not valid UTF-8, with a NUL)
+// is stored cut to 255 characters, valid.
 func TestStaleWorkerRowPruned(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
@@ -210,7 +212,8 @@ func TestStaleWorkerRowPruned(t *testing.T) {
 			" VALUES (?, 'killed', 'h', 1, 'v', '[]', 1, 1, 0, " + db.Now() + " - 100, " + db.Now() + " - 100, " + db.Now() + " - ?)"
 		db.Exec(t, ins, "dead", 5)
 		db.Exec(t, ins, "alive", -3600) // expires in an hour
-		w, _ := newWorker(t, q, worker.Options{MetricsInterval: 30 * time.Millisecond})
+		name := "\xff\x00" + strings.Repeat("名", 300)
+		w, _ := newWorker(t, q, worker.Options{MetricsInterval: 30 * time.Millisecond, Name: name, Queues: []string{longQueue}})
 		w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { return nil })
 		ctx, cancel := context.WithCancel(bg)
 		defer cancel()
@@ -225,6 +228,15 @@ func TestStaleWorkerRowPruned(t *testing.T) {
 		ws, err := q.Workers(bg)
 		if err != nil || len(ws) != 2 {
 			t.Fatalf("workers: %+v, %v; want the running one and the unexpired one", ws, err)
+		}
+		var mine dbqueue.WorkerInfo
+		for _, w := range ws {
+			if w.Name != "killed" {
+				mine = w
+			}
+		}
+		if want := "\uFFFD\uFFFD" + strings.Repeat("名", 253); mine.Name != want || !slices.Equal(mine.Queues, []string{longQueue}) {
+			t.Fatalf("the running worker's row: name %q, queues %q; want %q and the long queue", mine.Name, mine.Queues, want)
 		}
 		cancel()
 		if err := <-done; err != nil {

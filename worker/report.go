@@ -42,8 +42,13 @@ const (
 	pruneBatch = 5000
 )
 
-// reportTimeout bounds one round of writes.
-const reportTimeout = 30 * time.Second
+// reportTimeout bounds one round of writes; lastReportTimeout the round
+// Run waits for as it returns, so a database that is down holds a
+// stopping worker only a moment (its counts are then lost).
+const (
+	reportTimeout     = 30 * time.Second
+	lastReportTimeout = 5 * time.Second
+)
 
 // heartbeatLives is how many intervals a heartbeat row outlives its last
 // write before another worker deletes it as a dead worker's.
@@ -110,7 +115,11 @@ func (rp *reporter) loop(ctx context.Context) {
 // round writes what was recorded and the heartbeat, and prunes when due;
 // last: the worker is stopping, so its heartbeat row goes instead.
 func (rp *reporter) round(ctx context.Context, last bool) {
-	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	timeout := reportTimeout
+	if last {
+		timeout = lastReportTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	errs := []error{rp.flush(ctx), rp.flushHistory(ctx)}
 	if last {

@@ -104,13 +104,21 @@ type Options struct {
 	// worker.Options.MetricsInterval off (negative), where they are on by
 	// default. The system's name gets NoMetricsSuffix.
 	NoMetrics bool
+	// History runs the workers with worker.Options.HistoryRetention set:
+	// a row of the job history per finished job. The system's name gets
+	// HistorySuffix.
+	History bool
 	// Handler is what each job's handler does: HandlerNoop (""),
 	// HandlerInsertTx or HandlerInsert (see insert.go).
 	Handler string
 }
 
-// NoMetricsSuffix ends the name of a system run with Options.NoMetrics.
-const NoMetricsSuffix = "-nometrics"
+// NoMetricsSuffix and HistorySuffix end the names of systems run with
+// Options.NoMetrics and Options.History.
+const (
+	NoMetricsSuffix = "-nometrics"
+	HistorySuffix   = "-history"
+)
 
 // MaxClaim is the most jobs one claim of dbqueue's worker takes
 // (worker/worker.go: min(want, 1000)).
@@ -268,6 +276,9 @@ func (s *System) open(ctx context.Context) error {
 	}
 	if s.o.NoMetrics {
 		s.name += NoMetricsSuffix
+	}
+	if s.o.History {
+		s.name += HistorySuffix
 	}
 	if s.o.OTel {
 		s.name += OTelSuffix
@@ -454,6 +465,9 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 		}
 		if s.o.NoMetrics {
 			o.MetricsInterval = -1
+		}
+		if s.o.History {
+			o.HistoryRetention = time.Hour
 		}
 		w, err := worker.New(q, o)
 		if err != nil {

@@ -47,6 +47,7 @@ type config struct {
 	riverConns   int
 	otel         bool // also run each dbqueue system with OpenTelemetry on
 	noMetrics    bool // also run each dbqueue system with worker metrics off
+	history      bool // also run each dbqueue system with the job history on
 	handler      string
 }
 
@@ -179,6 +180,7 @@ func main() {
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
 	flag.StringVar(&c.handler, "handler", "", "what each job's handler does: \"\" (nothing) or \"insert\" (insert one row: dbqueue with a transactional handler and with a plain one, against a hand-written transaction loop; systems "+strings.Join(insertSystems, ",")+")")
 	flag.BoolVar(&c.noMetrics, "metrics-off", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-nometrics, with the worker's metrics and heartbeat off (Options.MetricsInterval -1), beside it in every round")
+	flag.BoolVar(&c.history, "history", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-history, with the job history on (Options.HistoryRetention 1h), beside it in every round")
 	flag.BoolVar(&c.otel, "otel", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-otel, with OpenTelemetry metrics and traces on (an SDK exporting nowhere), beside it in every round")
 	flag.Parse()
 	systemsSet := false
@@ -263,6 +265,7 @@ func main() {
 		}{
 			{c.otel, dbqueueq.OTelSuffix, func(o *dbqueueq.Options) { o.OTel = true }},
 			{c.noMetrics, dbqueueq.NoMetricsSuffix, func(o *dbqueueq.Options) { o.NoMetrics = true }},
+			{c.history, dbqueueq.HistorySuffix, func(o *dbqueueq.Options) { o.History = true }},
 		} {
 			if !v.on || !strings.HasPrefix(r.name, "dbqueue-") {
 				continue
