@@ -97,14 +97,16 @@ var moduleVersion = sync.OnceValue(func() string {
 	return "(unknown)"
 })
 
-// loop reports every interval until ctx ends.
-func (rp *reporter) loop(ctx context.Context) {
+// loop reports every interval until stop is closed. A round under way
+// when it is closed finishes (within reportTimeout): cutting it short
+// would only fail a write the last round makes again.
+func (rp *reporter) loop(ctx context.Context, stop <-chan struct{}) {
 	rp.round(ctx, false)
 	t := time.NewTicker(rp.r.w.opts.MetricsInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-t.C:
 		}
@@ -115,6 +117,9 @@ func (rp *reporter) loop(ctx context.Context) {
 // round writes what was recorded and the heartbeat, and prunes when due;
 // last: the worker is stopping, so its heartbeat row goes instead.
 func (rp *reporter) round(ctx context.Context, last bool) {
+	if beforeReport != nil {
+		beforeReport(last)
+	}
 	timeout := reportTimeout
 	if last {
 		timeout = lastReportTimeout
@@ -141,8 +146,12 @@ func (rp *reporter) round(ctx context.Context, last bool) {
 	}
 }
 
-// afterReport, when a test sets it, is called after each round.
-var afterReport func(last bool)
+// Test hooks: beforeReport is called as each round starts, afterReport
+// after it, reportStopped once the loop has been told to stop.
+var (
+	beforeReport, afterReport func(last bool)
+	reportStopped             func()
+)
 
 // report logs the first failure of a run of failures, and the recovery.
 func (rp *reporter) report(errs []error) {
@@ -264,16 +273,21 @@ func (r *run) startReporting(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
+	// The rounds outlive ctx: a worker stopping because ctx ended still
+	// writes what it did during its grace period, and then its last round.
+	bg := context.WithoutCancel(ctx)
+	stopLoop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		rp.loop(loopCtx)
+		rp.loop(bg, stopLoop)
 	}()
 	return func() {
-		cancel()
+		close(stopLoop)
+		if reportStopped != nil {
+			reportStopped()
+		}
 		<-done
-		rp.round(context.WithoutCancel(ctx), true)
+		rp.round(bg, true)
 	}, nil
 }
 
