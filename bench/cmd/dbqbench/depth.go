@@ -28,11 +28,13 @@ import (
 //     and records push → handler start (the backlog's rows share the
 //     table and its indexes, not the queue);
 //  3. end to end: a worker on the default queue works while one goroutine
-//     pushes -depth-jobs more in PushMany of 1,000; jobs/s until the
-//     -depth-jobs-th job is done (the backlog in front keeps the worker
-//     busy, so this is work while pushing at depth B);
-//  4. burn-down: the worker works the jobs left (about B: the backlog less
-//     what step 3 took, plus what it pushed); jobs/s until the last is done.
+//     pushes -depth-jobs more in PushMany of 1,000; jobs/s from the first
+//     push until all are pushed and -depth-jobs jobs are done (the backlog
+//     in front keeps the worker busy, so this is work while pushing at
+//     depth B; the worker goes on working until the pusher is done);
+//  4. burn-down: the backlog is topped up to B (step 3 took more than it
+//     pushed), and the worker works all of it; jobs/s until the last is
+//     done.
 //
 // The delayed row pushes its delayed jobs once; each round then runs the
 // trickle and end to end on the default queue, beside them, and burns down
@@ -185,8 +187,8 @@ func runDepths(ctx context.Context, c *config, d string, sys *dbqueueq.System, w
 					return fmt.Errorf("%s: %w", r.name(c), err)
 				}
 				if r.depth > 0 {
-					// What step 3 left: the worker ran past -depth-jobs
-					// with the jobs it had claimed.
+					// Step 3 ran past -depth-jobs while the pusher
+					// finished: top the backlog up to B again.
 					left, err := sys.Queue().Size(ctx, "")
 					if err != nil {
 						return err
@@ -194,7 +196,12 @@ func runDepths(ctx context.Context, c *config, d string, sys *dbqueueq.System, w
 					if left.Reserved > 0 || left.Delayed > 0 {
 						return fmt.Errorf("%s: %d reserved and %d delayed jobs after end to end, want none", r.name(c), left.Reserved, left.Delayed)
 					}
-					if err := burn(r, round, int(left.Pending)); err != nil {
+					if missing := r.depth - int(left.Pending); missing > 0 {
+						if err := fill(missing, "", 0); err != nil {
+							return err
+						}
+					}
+					if err := burn(r, round, r.depth+max(0, int(left.Pending)-r.depth)); err != nil {
 						return fmt.Errorf("%s: burn-down: %w", r.name(c), err)
 					}
 				}
