@@ -499,7 +499,7 @@ func (m *PatroniMember) killPostgres() (int, error) {
 		return pid, fmt.Errorf("%s: SIGKILL to PostgreSQL's process group %d: %w", m.Name, pgid, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
+	for alive(pid) {
 		if time.Now().After(deadline) {
 			return pid, fmt.Errorf("%s: the postmaster %d lives 10s after SIGKILL", m.Name, pid)
 		}
@@ -516,7 +516,21 @@ func (m *PatroniMember) PostgresRunning() bool {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	return err == nil && syscall.Kill(pid, 0) == nil
+	return err == nil && alive(pid)
+}
+
+// alive says whether process pid runs. A killed postmaster is nobody's
+// child here (Patroni's helper that started it has exited), so it stays a
+// zombie until init reaps it, which may take a second: a zombie counts as
+// dead.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // KillPatroni SIGKILLs the member's Patroni and waits for it to exit. Its

@@ -3,6 +3,7 @@
 package failover_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -43,6 +44,13 @@ func TestPatroniFailover(t *testing.T) {
 			f.db = dbtest.NewOnPatroni(t, p)
 			t.Logf("etcd ×3 and Patroni ×3 started, leader elected and migrated in %v", time.Since(began).Round(time.Millisecond))
 			var old, leader *dbtest.PatroniMember
+			// Measured, not asserted: how long the new leader runs without
+			// a synchronous standby (in non-strict mode it then acknowledges
+			// commits on its own).
+			watchCtx, stopWatch := context.WithCancel(context.Background())
+			defer stopWatch()
+			watched := make(chan struct{})
+			var syncAt time.Time
 			f.crash = func() {
 				old = p.AwaitPrimary(10*time.Second, nil)
 				f.stopAt = time.Now()
@@ -74,6 +82,19 @@ func TestPatroniFailover(t *testing.T) {
 				}
 				leader = p.AwaitPrimary(60*time.Second, old)
 				f.promotedAt = time.Now()
+				go func() {
+					defer close(watched)
+					for watchCtx.Err() == nil {
+						if c, err := p.Cluster(watchCtx); err == nil && synchronous(c) {
+							syncAt = time.Now()
+							return
+						}
+						select {
+						case <-watchCtx.Done():
+						case <-time.After(100 * time.Millisecond):
+						}
+					}
+				}()
 				t.Logf("SIGKILL of %s's %s; %s leads %v after the kill (%v after the primary went down)",
 					old.Name, kill, leader.Name, f.promotedAt.Sub(f.stopAt).Round(time.Millisecond), f.promotedAt.Sub(f.downAt).Round(time.Millisecond))
 			}
@@ -81,10 +102,33 @@ func TestPatroniFailover(t *testing.T) {
 			if f.firstRun.IsZero() {
 				t.Fatal("no job ran after the primary went down")
 			}
+			stopWatch()
+			<-watched
+			if syncAt.IsZero() {
+				t.Logf("no synchronous standby on the new leader's timeline by the end of the run")
+			} else {
+				t.Logf("a synchronous standby on the new leader's timeline %v after the kill", syncAt.Sub(f.stopAt).Round(time.Millisecond))
+			}
 			c, err := p.Cluster(t.Context())
-			t.Logf("after the drain: %+v (err %v)", c.Members, err)
+			t.Logf("at the end: %+v (err %v)", c.Members, err)
 			t.Logf("RESULT kill=%s leader_after_kill=%.2fs first_job_after_kill=%.2fs first_job_after_down=%.2fs",
 				kill, f.promotedAt.Sub(f.stopAt).Seconds(), f.firstRun.Sub(f.stopAt).Seconds(), f.firstRun.Sub(f.downAt).Seconds())
 		})
 	}
+}
+
+// synchronous says whether a sync_standby runs on the leader's timeline.
+func synchronous(c dbtest.PatroniCluster) bool {
+	tl := -1
+	for _, m := range c.Members {
+		if m.Role == "leader" {
+			tl = m.Timeline
+		}
+	}
+	for _, m := range c.Members {
+		if m.Role == "sync_standby" && m.State == "running" && m.Timeline == tl {
+			return true
+		}
+	}
+	return false
 }
