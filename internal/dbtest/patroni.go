@@ -149,6 +149,9 @@ func (p *process) kill() error {
 // or fail it under CI.
 func StartPatroni(t testing.TB, n int, s PatroniSettings) *Patroni {
 	t.Helper()
+	if n < 2 || n > 3 {
+		t.Fatalf("StartPatroni: %d members: want 2 or 3", n)
+	}
 	for _, bin := range []string{PatroniBin, EtcdBin, filepath.Join(PostgresBin, "initdb")} {
 		if _, err := os.Stat(bin); err != nil {
 			missing(t, fmt.Sprintf("no %s for a private Patroni cluster: %v (run .ci/install-patroni)", filepath.Base(bin), err))
@@ -380,6 +383,41 @@ func (p *Patroni) stop() {
 			p.t.Errorf("cleanup: %v", err)
 		}
 	}
+	if err := sweep(p.dir); err != nil {
+		p.t.Errorf("cleanup: %v", err)
+	}
+}
+
+// sweep SIGKILLs every process whose command line names dir, this
+// cluster's own temporary directory: what Patroni ran that outlived it
+// (pg_rewind, pg_basebackup, a single-user postgres, a postmaster it
+// was starting as it was killed). It returns once they are gone, or an
+// error after 10s.
+func sweep(dir string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		var left []int
+		for _, f := range procs {
+			b, err := os.ReadFile(f)
+			if err != nil || !strings.Contains(string(b), dir+"/") {
+				continue
+			}
+			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			if err != nil || pid == os.Getpid() || !alive(pid) {
+				continue
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			left = append(left, pid)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v in %s live 10s after SIGKILL", left, dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // exited says which Patroni or etcd process has exited, if any.
@@ -492,11 +530,15 @@ func (m *PatroniMember) killPostgres() (int, error) {
 	if err != nil {
 		return pid, fmt.Errorf("%s: process group of the postmaster %d: %w", m.Name, pid, err)
 	}
+	target := -pgid
 	if pgid <= 1 || pgid == syscall.Getpgrp() {
-		return pid, fmt.Errorf("%s: the postmaster %d shares process group %d with others: not killing it", m.Name, pid, pgid)
+		// Not a server Patroni started (a single-user postgres it runs
+		// for crash recovery before pg_rewind is in this test's own
+		// group): that process alone.
+		target = pid
 	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
-		return pid, fmt.Errorf("%s: SIGKILL to PostgreSQL's process group %d: %w", m.Name, pgid, err)
+	if err := syscall.Kill(target, syscall.SIGKILL); err != nil {
+		return pid, fmt.Errorf("%s: SIGKILL to PostgreSQL (%d): %w", m.Name, target, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(pid) {
