@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	osexec "os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -157,18 +156,8 @@ func StartPatroni(t testing.TB, n int, s PatroniSettings) *Patroni {
 			missing(t, fmt.Sprintf("no %s for a private Patroni cluster: %v (run .ci/install-patroni)", filepath.Base(bin), err))
 		}
 	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root: run Patroni, and so its
-		// PostgreSQL, as the postgres OS user.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			missing(t, "PostgreSQL refuses to run as root and there is no postgres OS user to run Patroni as: "+err.Error())
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
+	// Patroni, and so its PostgreSQL, runs as the postgres OS user.
+	cred := postgresUser(t, "PostgreSQL refuses to run as root")
 	dir, err := os.MkdirTemp("", "dbqueue-patroni-")
 	if err != nil {
 		t.Fatal(err)
@@ -613,27 +602,10 @@ func tailLines(file string, n int) string {
 	return strings.Join(lines, "")
 }
 
-// poll asks done every 20ms until it says true, failing the test (with
-// the cluster's logs) after limit. Errors count as not done yet.
+// poll is pollFor with the cluster's logs.
 func (p *Patroni) poll(limit time.Duration, what string, done func(ctx context.Context) (bool, error)) {
 	p.t.Helper()
-	deadline := time.Now().Add(limit)
-	var last error
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		ok, err := done(ctx)
-		cancel()
-		if ok {
-			return
-		}
-		if err != nil {
-			last = err
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("waiting for %s: not within %v (last error: %v)\n%s", what, limit, last, p.Logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pollFor(p.t, limit, what, done, p.Logs)
 }
 
 var restClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}

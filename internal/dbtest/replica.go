@@ -92,7 +92,7 @@ func StartReplicated(t testing.TB, opts ReplicaOptions) *Replicated {
 	}
 	admin := mustOpen(t, "pgx", primary.DSN)
 	defer admin.Close()
-	r.poll(admin, 60*time.Second, "the replica to stream", func(ctx context.Context) (bool, error) {
+	r.poll(60*time.Second, "the replica to stream", func(ctx context.Context) (bool, error) {
 		var state, syncState string
 		err := admin.QueryRowContext(ctx, "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = 'dbq_replica'").Scan(&state, &syncState)
 		if err == sql.ErrNoRows {
@@ -118,10 +118,19 @@ func chownPostgres(dir string) error {
 	return os.Chown(dir, uid, gid)
 }
 
-// poll asks done every 20ms until it says true, failing the test after
-// limit. Errors count as not done yet (a server may be starting).
-func (r *Replicated) poll(db *sql.DB, limit time.Duration, what string, done func(ctx context.Context) (bool, error)) {
+// poll is pollFor with both servers' logs.
+func (r *Replicated) poll(limit time.Duration, what string, done func(ctx context.Context) (bool, error)) {
 	r.t.Helper()
+	pollFor(r.t, limit, what, done, func() string {
+		return "primary log:\n" + r.Primary.Logs() + "\nreplica log:\n" + r.Replica.Logs()
+	})
+}
+
+// pollFor asks done every 20ms (each call bounded to 2s) until it says
+// true, failing the test with logs() after limit. Errors count as not
+// done yet (a server may be starting).
+func pollFor(t testing.TB, limit time.Duration, what string, done func(ctx context.Context) (bool, error), logs func() string) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	var last error
 	for {
@@ -135,7 +144,7 @@ func (r *Replicated) poll(db *sql.DB, limit time.Duration, what string, done fun
 			last = err
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("waiting for %s: not within %v (last error: %v)\nprimary log:\n%s\nreplica log:\n%s", what, limit, last, r.Primary.Logs(), r.Replica.Logs())
+			t.Fatalf("waiting for %s: not within %v (last error: %v)\n%s", what, limit, last, logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -191,7 +200,7 @@ func (r *Replicated) Promote() {
 	if err := admin.QueryRow("SELECT pg_promote(wait => true, wait_seconds => 60)").Scan(&promoted); err != nil || !promoted {
 		r.t.Fatalf("pg_promote: %v (promoted %v)\n%s", err, promoted, r.Replica.Logs())
 	}
-	r.poll(admin, 60*time.Second, "the promoted replica to accept writes", func(ctx context.Context) (bool, error) {
+	r.poll(60*time.Second, "the promoted replica to accept writes", func(ctx context.Context) (bool, error) {
 		var recovery bool
 		var readOnly string
 		err := admin.QueryRowContext(ctx, "SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").Scan(&recovery, &readOnly)
