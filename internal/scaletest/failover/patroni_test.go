@@ -29,10 +29,11 @@ const watchdogMargin = 5 * time.Second
 //     would fire. The leader key lapses after ttl and the synchronous
 //     standby takes over.
 //
-// It logs the time from the kill to the new leader (Patroni's REST API)
-// and to the first job run after the primary went down, and fails if an
-// acknowledged push was lost or a job ran twice other than across the
-// failover.
+// It checks that Patroni promoted the synchronous standby; logs the time
+// from the kill to the new leader (Patroni's REST API), to the first job
+// run after the primary went down and to a synchronous standby on the new
+// leader; and fails if an acknowledged push was lost or a job ran twice
+// other than across the failover.
 func TestPatroniFailover(t *testing.T) {
 	requireFaults(t, "starts a Patroni cluster of its own and kills its leader")
 	for _, kill := range []string{"postgres", "patroni"} {
@@ -53,6 +54,11 @@ func TestPatroniFailover(t *testing.T) {
 			var syncAt time.Time
 			f.crash = func() {
 				old = p.AwaitPrimary(10*time.Second, nil)
+				c, err := p.Cluster(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				standby := syncStandby(c)
 				f.stopAt = time.Now()
 				switch kill {
 				case "postgres":
@@ -82,6 +88,11 @@ func TestPatroniFailover(t *testing.T) {
 				}
 				leader = p.AwaitPrimary(60*time.Second, old)
 				f.promotedAt = time.Now()
+				// synchronous_mode's promise: only the standby that had
+				// every acknowledged commit may lead.
+				if leader.Name != standby {
+					t.Errorf("Patroni promoted %s; the synchronous standby before the kill was %q", leader.Name, standby)
+				}
 				go func() {
 					defer close(watched)
 					for watchCtx.Err() == nil {
@@ -122,6 +133,16 @@ func TestPatroniFailover(t *testing.T) {
 				kill, f.promotedAt.Sub(f.stopAt).Seconds(), f.firstRun.Sub(f.stopAt).Seconds(), f.firstRun.Sub(f.downAt).Seconds())
 		})
 	}
+}
+
+// syncStandby names the running sync_standby, or "".
+func syncStandby(c dbtest.PatroniCluster) string {
+	for _, m := range c.Members {
+		if m.Role == "sync_standby" && m.State == "running" {
+			return m.Name
+		}
+	}
+	return ""
 }
 
 // synchronous says whether a sync_standby runs on the leader's timeline.
