@@ -108,8 +108,6 @@ type PatroniMember struct {
 	Name string
 	// API is the base URL of the member's Patroni REST API.
 	API string
-	// DSN reaches this member's PostgreSQL alone, as its superuser.
-	DSN string
 
 	dir     string
 	patroni *process
@@ -217,7 +215,6 @@ func StartPatroni(t testing.TB, n int, s PatroniSettings) *Patroni {
 		pgPort, apiPort := freePort(t), freePort(t)
 		hosts[i] = fmt.Sprintf("127.0.0.1:%d", pgPort)
 		m.API = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
-		m.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", pgPort)
 		conf := patroniConfig(m, s, clients, pgPort, apiPort, token)
 		b, err := json.MarshalIndent(conf, "", "  ") // JSON is YAML
 		if err != nil {
@@ -363,7 +360,7 @@ func (p *Patroni) stop() {
 		}
 	}
 	for _, m := range p.Members {
-		if _, err := m.killPostgres(); err != nil && !errors.Is(err, errNotRunning) {
+		if err := m.killPostgres(); err != nil && !errors.Is(err, errNotRunning) {
 			p.t.Errorf("cleanup: %v", err)
 		}
 	}
@@ -494,30 +491,25 @@ func (p *Patroni) AwaitPrimary(limit time.Duration, old *PatroniMember) *Patroni
 
 // KillPostgres SIGKILLs the member's PostgreSQL: the postmaster and every
 // backend (its process group), as the OOM killer or a crash of the server
-// does, leaving Patroni running. It returns the postmaster's pid.
-func (m *PatroniMember) KillPostgres() (int, error) { return m.killPostgres() }
+// does, leaving Patroni running, and returns once the postmaster is gone.
+func (m *PatroniMember) KillPostgres() error { return m.killPostgres() }
 
 var errNotRunning = errors.New("PostgreSQL is not running")
 
-func (m *PatroniMember) killPostgres() (int, error) {
-	b, err := os.ReadFile(filepath.Join(m.dir, "data", "postmaster.pid"))
+func (m *PatroniMember) killPostgres() error {
+	pid, err := m.postmaster()
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w: %v", m.Name, errNotRunning, err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil {
-		return 0, fmt.Errorf("%s: postmaster.pid: %w", m.Name, err)
+		return err
 	}
 	// Patroni starts the postmaster from a helper that calls setsid: the
 	// postmaster and every backend it forks share a process group of
 	// their own.
 	pgid, err := syscall.Getpgid(pid)
 	if errors.Is(err, syscall.ESRCH) {
-		return pid, fmt.Errorf("%s: %w (stale postmaster.pid %d)", m.Name, errNotRunning, pid)
+		return fmt.Errorf("%s: %w (stale postmaster.pid %d)", m.Name, errNotRunning, pid)
 	}
 	if err != nil {
-		return pid, fmt.Errorf("%s: process group of the postmaster %d: %w", m.Name, pid, err)
+		return fmt.Errorf("%s: process group of the postmaster %d: %w", m.Name, pid, err)
 	}
 	target := -pgid
 	if pgid <= 1 || pgid == syscall.Getpgrp() {
@@ -527,27 +519,42 @@ func (m *PatroniMember) killPostgres() (int, error) {
 		target = pid
 	}
 	if err := syscall.Kill(target, syscall.SIGKILL); err != nil {
-		return pid, fmt.Errorf("%s: SIGKILL to PostgreSQL (%d): %w", m.Name, target, err)
+		return fmt.Errorf("%s: SIGKILL to PostgreSQL (%d): %w", m.Name, target, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(pid) {
 		if time.Now().After(deadline) {
-			return pid, fmt.Errorf("%s: the postmaster %d lives 10s after SIGKILL", m.Name, pid)
+			return fmt.Errorf("%s: the postmaster %d lives 10s after SIGKILL", m.Name, pid)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return pid, nil
+	return nil
 }
 
 // PostgresRunning says whether the member's postmaster is alive.
 func (m *PatroniMember) PostgresRunning() bool {
+	_, err := m.postmaster()
+	return err == nil
+}
+
+// postmaster returns the pid of the member's running postmaster, from its
+// pid file. A stale pid file may name a pid since reused by another
+// process: only one whose command line names this member's directory is
+// ours.
+func (m *PatroniMember) postmaster() (int, error) {
 	b, err := os.ReadFile(filepath.Join(m.dir, "data", "postmaster.pid"))
 	if err != nil {
-		return false
+		return 0, fmt.Errorf("%s: %w: %v", m.Name, errNotRunning, err)
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	return err == nil && alive(pid)
+	if err != nil {
+		return 0, fmt.Errorf("%s: postmaster.pid: %w", m.Name, err)
+	}
+	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.Contains(string(cmd), m.dir+"/") || !alive(pid) {
+		return 0, fmt.Errorf("%s: %w (postmaster.pid names %d, not a server in %s)", m.Name, errNotRunning, pid, m.dir)
+	}
+	return pid, nil
 }
 
 // alive says whether process pid runs. A killed postmaster is nobody's

@@ -62,7 +62,7 @@ func TestPatroniFailover(t *testing.T) {
 				f.stopAt = time.Now()
 				switch kill {
 				case "postgres":
-					if _, err := old.KillPostgres(); err != nil {
+					if err := old.KillPostgres(); err != nil {
 						t.Fatal(err)
 					}
 					f.downAt = time.Now() // the postmaster is gone
@@ -81,7 +81,7 @@ func TestPatroniFailover(t *testing.T) {
 					} else {
 						t.Logf("%d pushes acknowledged by the orphaned primary between the Patroni kill and the fence", n)
 					}
-					if _, err := old.KillPostgres(); err != nil {
+					if err := old.KillPostgres(); err != nil {
 						t.Fatal(err)
 					}
 					f.downAt = time.Now()
