@@ -140,8 +140,8 @@ func TestStopGivesBackClaimInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The claims return to a stopping worker, whose idle runner must not
-	// start their jobs: wait until they are given back.
-	dbtest.WaitFor(t, 20*time.Second, "the claimed jobs given back", func() bool { return givenBack.Load() > 0 })
+	// start their jobs: wait until they are given back (or, wrongly, run).
+	dbtest.WaitFor(t, 20*time.Second, "the claimed jobs given back", func() bool { return givenBack.Load() > 0 || ran.Load() > 8 })
 	close(gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -19,17 +19,17 @@ func claimSkipsLockedRows(t *testing.T, s *suite) {
 	}
 	q := s.queue(t)
 	pushed := s.push(t, q, 3)
-	tx, err := s.DB.Begin(ctx(t), sqldb.TxOptions{ReadCommitted: true})
+	tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{ReadCommitted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.Background())
 	var locked int64
-	if err := tx.QueryRow(ctx(t), s.Dialect.Rebind("SELECT id FROM "+s.jobs()+" WHERE id = ? FOR UPDATE"), pushed[0]).Scan(&locked); err != nil {
+	if err := tx.QueryRow(s.ctx, s.Dialect.Rebind("SELECT id FROM "+s.jobs()+" WHERE id = ? FOR UPDATE"), pushed[0]).Scan(&locked); err != nil {
 		t.Fatalf("lock row %d: %v", pushed[0], err)
 	}
 	// A claim that waits on the lock runs into this deadline.
-	short, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	short, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	rows, err := s.Dialect.Claim(short, s.DB, q, 3600, 3)
 	if err != nil {
@@ -38,7 +38,7 @@ func claimSkipsLockedRows(t *testing.T, s *suite) {
 	if got := ids(rows); !slices.Equal(got, pushed[1:]) {
 		t.Fatalf("claim beside locked row %d took %v, want %v", pushed[0], got, pushed[1:])
 	}
-	if err := tx.Rollback(ctx(t)); err != nil {
+	if err := tx.Rollback(s.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if again := s.claimOne(t, q); again.ID != pushed[0] {
@@ -60,8 +60,8 @@ func concurrentClaimsAreDisjoint(t *testing.T, s *suite) {
 		wg.Go(func() {
 			for {
 				var rows []dialect.JobRow
-				err := sqldb.Retry(ctx(t), func() (err error) {
-					rows, err = s.Dialect.Claim(ctx(t), s.DB, q, 3600, 3)
+				err := sqldb.Retry(s.ctx, func() (err error) {
+					rows, err = s.Dialect.Claim(s.ctx, s.DB, q, 3600, 3)
 					return err
 				})
 				if err != nil {
@@ -130,7 +130,7 @@ func finishesCheckTheToken(t *testing.T, s *suite) {
 	q := s.queue(t)
 	pushed := s.push(t, q, 3)
 	c1 := s.claimOne(t, q)
-	if ok := must[bool](t, "give back")(s.Dialect.GiveBack(ctx(t), s.DB, held(c1))); !ok {
+	if ok := must[bool](t, "give back")(s.Dialect.GiveBack(s.ctx, s.DB, held(c1))); !ok {
 		t.Fatal("give-back of a held row reported it not held")
 	}
 	c2 := s.claimOne(t, q)
@@ -138,17 +138,17 @@ func finishesCheckTheToken(t *testing.T, s *suite) {
 		t.Fatalf("after a give-back the claim took %+v; want row %d again with attempts %d and a new token", c2, c1.ID, c1.Attempts)
 	}
 	stale := held(c1) // same id and attempts as c2: only the token tells them apart
-	if got := must[[]dialect.Key](t, "delete stale")(s.Dialect.DeleteHeld(ctx(t), s.DB, []dialect.Held{stale})); len(got) != 0 {
+	if got := must[[]dialect.Key](t, "delete stale")(s.Dialect.DeleteHeld(s.ctx, s.DB, []dialect.Held{stale})); len(got) != 0 {
 		t.Fatalf("a stale delete deleted %v", got)
 	}
-	if got := must[map[dialect.Key]bool](t, "release stale")(s.Dialect.ReleaseHeld(ctx(t), s.DB, []dialect.Release{{Held: stale}})); len(got) != 0 {
+	if got := must[map[dialect.Key]bool](t, "release stale")(s.Dialect.ReleaseHeld(s.ctx, s.DB, []dialect.Release{{Held: stale}})); len(got) != 0 {
 		t.Fatalf("a stale release released %v", got)
 	}
-	if ok := must[bool](t, "give back stale")(s.Dialect.GiveBack(ctx(t), s.DB, stale)); ok {
+	if ok := must[bool](t, "give back stale")(s.Dialect.GiveBack(s.ctx, s.DB, stale)); ok {
 		t.Fatal("a stale give-back reported the row held")
 	}
 	f := dialect.Failure{UUID: q + "-stale", Connection: "database", Queue: q, Payload: c1.Payload, Exception: "stale"}
-	if ok := must[bool](t, "fail stale")(s.Dialect.FailMove(ctx(t), s.DB, stale, f)); ok {
+	if ok := must[bool](t, "fail stale")(s.Dialect.FailMove(s.ctx, s.DB, stale, f)); ok {
 		t.Fatal("a stale fail reported the row held")
 	}
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().FailedTable()+" WHERE uuid = ?", f.UUID); n != 0 {
@@ -163,7 +163,7 @@ func finishesCheckTheToken(t *testing.T, s *suite) {
 	if len(rest) != 2 {
 		t.Fatalf("claimed %d of the other rows, want 2", len(rest))
 	}
-	released := must[map[dialect.Key]bool](t, "release")(s.Dialect.ReleaseHeld(ctx(t), s.DB, []dialect.Release{
+	released := must[map[dialect.Key]bool](t, "release")(s.Dialect.ReleaseHeld(s.ctx, s.DB, []dialect.Release{
 		{Held: held(c2), Payload: []byte(`{"uuid":"released"}`)}, {Held: stale},
 	}))
 	if len(released) != 1 || !released[held(c2).Key()] {
@@ -173,16 +173,16 @@ func finishesCheckTheToken(t *testing.T, s *suite) {
 	if c3.ID != c1.ID || string(c3.Payload) != `{"uuid":"released"}` || c3.Attempts != c2.Attempts+1 {
 		t.Fatalf("after a release with a new payload the claim took %+v", c3)
 	}
-	deleted := must[[]dialect.Key](t, "delete")(s.Dialect.DeleteHeld(ctx(t), s.DB, []dialect.Held{held(rest[0]), stale, held(rest[1])}))
+	deleted := must[[]dialect.Key](t, "delete")(s.Dialect.DeleteHeld(s.ctx, s.DB, []dialect.Held{held(rest[0]), stale, held(rest[1])}))
 	slices.SortFunc(deleted, func(a, b dialect.Key) int { return int(a.ID - b.ID) })
 	if want := []dialect.Key{held(rest[0]).Key(), held(rest[1]).Key()}; !slices.Equal(deleted, want) {
 		t.Fatalf("delete of two held rows and a stale one deleted %v, want %v", deleted, want)
 	}
 	f.UUID, f.Exception = q+"-held", "boom"
-	if ok := must[bool](t, "fail")(s.Dialect.FailMove(ctx(t), s.DB, held(c3), f)); !ok {
+	if ok := must[bool](t, "fail")(s.Dialect.FailMove(s.ctx, s.DB, held(c3), f)); !ok {
 		t.Fatal("the holder's fail reported the row not held")
 	}
-	if done := must[bool](t, "failed already")(s.Dialect.FailedAlready(ctx(t), s.DB, c3.ID, f)); !done {
+	if done := must[bool](t, "failed already")(s.Dialect.FailedAlready(s.ctx, s.DB, c3.ID, f)); !done {
 		t.Fatal("FailedAlready does not see a committed FailMove")
 	}
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.jobs()+" WHERE queue = ?", q); n != 0 {
@@ -225,22 +225,22 @@ func insertIDsAnyStep(t *testing.T, s *suite) {
 	one := rows[3:4]
 	check(s.insert(t, one), one)
 	// Inside a caller's transaction too.
-	tx, err := s.DB.Begin(ctx(t), sqldb.TxOptions{})
+	tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inTx, err := s.Dialect.Insert(ctx(t), tx, rows[:4], false)
+	inTx, err := s.Dialect.Insert(s.ctx, tx, rows[:4], false)
 	if err != nil {
 		tx.Rollback(context.Background())
 		t.Fatalf("insert in a transaction: %v", err)
 	}
-	if err := tx.Commit(ctx(t)); err != nil {
+	if err := tx.Commit(s.ctx); err != nil {
 		t.Fatal(err)
 	}
 	check(inTx, rows[:4])
 	// COPY, where the connection can (PostgreSQL on pgx), draws its ids
 	// from the same sequence.
-	copied, ok, err := s.Dialect.CopyIn(ctx(t), s.DB, rows, false)
+	copied, ok, err := s.Dialect.CopyIn(s.ctx, s.DB, rows, false)
 	if err != nil {
 		t.Fatalf("copy in: %v", err)
 	}
@@ -261,7 +261,7 @@ func databaseClock(t *testing.T, s *suite) {
 	if wall := time.Now().Unix(); before < wall-60 || before > wall+60 {
 		t.Fatalf("the dialect's now is %d, the host's Unix time %d: Now must be Unix seconds", before, wall)
 	}
-	if dbNow := must[int64](t, "DBNow")(s.Dialect.(dialect.Uniquer).DBNow(ctx(t), s.DB)); dbNow < before || dbNow > before+5 {
+	if dbNow := must[int64](t, "DBNow")(s.Dialect.(dialect.Uniquer).DBNow(s.ctx, s.DB)); dbNow < before || dbNow > before+5 {
 		t.Fatalf("DBNow %d, want the database's now %d", dbNow, before)
 	}
 	at := before + 7200
@@ -278,11 +278,74 @@ func databaseClock(t *testing.T, s *suite) {
 			t.Fatalf("row %d: created_at %d available_at %d, want created in [%d, %d] and available in [%d, %d]", i, created, avail, before, after, want.lo, want.hi)
 		}
 	}
-	sz := must[dialect.Sizes](t, "sizes")(s.Dialect.Sizes(ctx(t), s.DB, q))
+	sz := must[dialect.Sizes](t, "sizes")(s.Dialect.Sizes(s.ctx, s.DB, q))
 	if sz.Pending != 1 || sz.Delayed != 2 || sz.Reserved != 0 || sz.Now < before || sz.Now > s.now(t) {
 		t.Fatalf("sizes %+v, want 1 pending, 2 delayed, now in [%d, now]", sz, before)
 	}
 	if sz.OldestPending == nil || *sz.OldestPending < before || *sz.OldestPending > after {
 		t.Fatalf("oldest pending %v, want the push's time", sz.OldestPending)
+	}
+}
+
+// Finishes inside the caller's transaction act on the held reservation
+// only, and only when that transaction commits; LockReservation reads
+// who holds a row.
+func finishesInTheCallersTransaction(t *testing.T, s *suite) {
+	f := s.Dialect.(dialect.TxFinisher)
+	q := s.queue(t)
+	s.push(t, q, 2)
+	rows := s.claim(t, q, 3600, 2)
+	if len(rows) != 2 {
+		t.Fatalf("claimed %d, want 2", len(rows))
+	}
+	done, snoozed := held(rows[0]), held(rows[1])
+	stale := done
+	stale.Token--
+	in := func(commit bool, fn func(tx sqldb.Tx) (bool, error)) bool {
+		t.Helper()
+		tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := fn(tx)
+		if err != nil {
+			tx.Rollback(context.Background())
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(s.ctx)
+		} else {
+			err = tx.Rollback(s.ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	complete := func(h dialect.Held) func(sqldb.Tx) (bool, error) {
+		return func(tx sqldb.Tx) (bool, error) { return f.CompleteIn(s.ctx, tx, h) }
+	}
+	if in(true, complete(stale)) {
+		t.Fatal("a stale reservation completed in a transaction")
+	}
+	if !in(false, complete(done)) {
+		t.Fatal("the holder's completion reported the row not held")
+	}
+	r, found, err := f.LockReservation(s.ctx, s.DB, done.ID)
+	if err != nil || !found || !r.HeldBy(done) {
+		t.Fatalf("after a rolled-back completion the row reads %+v (found %v, %v), want held by %+v", r, found, err, done)
+	}
+	if !in(true, complete(done)) {
+		t.Fatal("the holder's completion reported the row not held")
+	}
+	if _, found, err := f.LockReservation(s.ctx, s.DB, done.ID); err != nil || found {
+		t.Fatalf("a committed completion left the row (found %v, %v)", found, err)
+	}
+	if !in(true, func(tx sqldb.Tx) (bool, error) { return f.ReleaseIn(s.ctx, tx, snoozed, 0, true) }) {
+		t.Fatal("the holder's give-back reported the row not held")
+	}
+	back := s.claimOne(t, q)
+	if back.ID != snoozed.ID || back.Attempts != snoozed.Attempts || back.Token == snoozed.Token {
+		t.Fatalf("after a give-back in a transaction the claim took %+v; want row %d, attempt %d again, a new token", back, snoozed.ID, snoozed.Attempts)
 	}
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 		{"ConcurrentClaimsAreDisjoint", concurrentClaimsAreDisjoint},
 		{"ClaimReclaimsExpired", claimReclaimsExpired},
 		{"FinishesCheckTheToken", finishesCheckTheToken},
+		{"FinishesInTheCallersTransaction", finishesInTheCallersTransaction},
 		{"InsertIDsAnyStep", insertIDsAnyStep},
 		{"DatabaseClock", databaseClock},
 		{"Unique", unique},
@@ -63,7 +64,14 @@ func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 		{"Lookup", lookup},
 		{"RetryFromFailed", retryFromFailed},
 	} {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, s) })
+		t.Run(c.name, func(t *testing.T) {
+			// A dialect that blocks where it should skip fails the
+			// subtest rather than hanging the suite.
+			var cancel context.CancelFunc
+			s.ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c.fn(t, s)
+		})
 	}
 }
 
@@ -71,14 +79,8 @@ func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 type suite struct {
 	Harness
 	queues atomic.Int64
-}
-
-// ctx bounds every statement of a subtest: a dialect that blocks where
-// it should skip fails rather than hangs.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return c
+	// ctx is the running subtest's: it ends a minute after the start.
+	ctx context.Context
 }
 
 // queue is a queue name no other subtest uses.
@@ -99,7 +101,7 @@ func (s *suite) push(t *testing.T, queue string, n int) []int64 {
 
 func (s *suite) insert(t *testing.T, rows []dialect.PushRow) []int64 {
 	t.Helper()
-	ids, err := s.Dialect.Insert(ctx(t), s.DB, rows, false)
+	ids, err := s.Dialect.Insert(s.ctx, s.DB, rows, false)
 	if err != nil {
 		t.Fatalf("insert %d rows: %v", len(rows), err)
 	}
@@ -117,8 +119,8 @@ func payload(queue string, i int) []byte {
 func (s *suite) claim(t *testing.T, queue string, retryAfter int64, n int) []dialect.JobRow {
 	t.Helper()
 	var rows []dialect.JobRow
-	err := sqldb.Retry(ctx(t), func() (err error) {
-		rows, err = s.Dialect.Claim(ctx(t), s.DB, queue, retryAfter, n)
+	err := sqldb.Retry(s.ctx, func() (err error) {
+		rows, err = s.Dialect.Claim(s.ctx, s.DB, queue, retryAfter, n)
 		return err
 	})
 	if err != nil {
@@ -145,7 +147,7 @@ func held(r dialect.JobRow) dialect.Held {
 // Tables name them).
 func (s *suite) exec(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
-	res, err := s.DB.Exec(ctx(t), s.Dialect.Rebind(query), args...)
+	res, err := s.DB.Exec(s.ctx, s.Dialect.Rebind(query), args...)
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
@@ -156,7 +158,7 @@ func (s *suite) exec(t *testing.T, query string, args ...any) int64 {
 func (s *suite) int(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	if err := s.DB.QueryRow(ctx(t), s.Dialect.Rebind(query), args...).Scan(&n); err != nil {
+	if err := s.DB.QueryRow(s.ctx, s.Dialect.Rebind(query), args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
@@ -166,7 +168,7 @@ func (s *suite) int(t *testing.T, query string, args ...any) int64 {
 func (s *suite) text(t *testing.T, query string, args ...any) string {
 	t.Helper()
 	var b []byte
-	if err := s.DB.QueryRow(ctx(t), s.Dialect.Rebind(query), args...).Scan(&b); err != nil {
+	if err := s.DB.QueryRow(s.ctx, s.Dialect.Rebind(query), args...).Scan(&b); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return string(b)

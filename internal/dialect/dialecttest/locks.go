@@ -13,18 +13,18 @@ import (
 func (s *suite) acquire(t *testing.T, queue string, l dialect.UniqueLock) (id, holder int64) {
 	t.Helper()
 	u := s.Dialect.(dialect.Uniquer)
-	err := sqldb.InTx(ctx(t), s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
-		h, ok, err := u.AcquireUnique(ctx(t), tx, l)
+	err := sqldb.InTx(s.ctx, s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		h, ok, err := u.AcquireUnique(s.ctx, tx, l)
 		if err != nil || !ok {
 			holder = h
 			return err
 		}
-		ids, err := s.Dialect.Insert(ctx(t), tx, []dialect.PushRow{{Queue: queue, Payload: payload(queue, 0)}}, false)
+		ids, err := s.Dialect.Insert(s.ctx, tx, []dialect.PushRow{{Queue: queue, Payload: payload(queue, 0)}}, false)
 		if err != nil {
 			return err
 		}
 		id = ids[0]
-		return u.SetUniqueJob(ctx(t), tx, l.Key, id)
+		return u.SetUniqueJob(s.ctx, tx, l.Key, id)
 	})
 	if err != nil {
 		t.Fatalf("acquire %s: %v", l.Key, err)
@@ -49,7 +49,7 @@ func unique(t *testing.T, s *suite) {
 	if again, _ := s.acquire(t, q, finished); again != 0 {
 		t.Fatal("an UntilFinished lock ended when its job was claimed")
 	}
-	must[[]dialect.Key](t, "delete")(s.Dialect.DeleteHeld(ctx(t), s.DB, []dialect.Held{held(c)}))
+	must[[]dialect.Key](t, "delete")(s.Dialect.DeleteHeld(s.ctx, s.DB, []dialect.Held{held(c)}))
 	next, _ := s.acquire(t, q, finished)
 	if next == 0 {
 		t.Fatal("an UntilFinished lock outlived its job")
@@ -83,7 +83,7 @@ func unique(t *testing.T, s *suite) {
 	}
 	// Pruning removes locks that hold nothing and keeps live ones.
 	s.exec(t, "UPDATE "+s.Dialect.Tables().UniqueTable()+" SET expires_at = ? WHERE lock_key = ?", past, expiring.Key)
-	if n := must[int64](t, "prune")(s.Dialect.(dialect.Uniquer).PruneUnique(ctx(t), s.DB, 1000)); n < 1 {
+	if n := must[int64](t, "prune")(s.Dialect.(dialect.Uniquer).PruneUnique(s.ctx, s.DB, 1000)); n < 1 {
 		t.Fatalf("prune deleted %d locks, want at least the expired one", n)
 	}
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().UniqueTable()+" WHERE lock_key = ?", expiring.Key); n != 0 {
@@ -101,35 +101,35 @@ func limitsAndLocks(t *testing.T, s *suite) {
 	l := must[dialect.Limits](t, "limits")(dialect.LimitsOf(s.Dialect))
 	name := s.queue(t)
 	for want := int64(1); want <= 3; want++ {
-		hits, left := must2(t, "hit")(l.Hit(ctx(t), s.DB, name, 60))
+		hits, left := must2(t, "hit")(l.Hit(s.ctx, s.DB, name, 60))
 		if hits != want || left < 1 || left > 60 {
 			t.Fatalf("hit %d: hits %d left %d, want %d and 1..60 seconds", want, hits, left, want)
 		}
 	}
-	if err := l.DropHit(ctx(t), s.DB, name, 2); err != nil {
+	if err := l.DropHit(s.ctx, s.DB, name, 2); err != nil {
 		t.Fatal(err)
 	}
-	if hits, _ := must2(t, "hits")(l.Hits(ctx(t), s.DB, name, 60)); hits != 1 {
+	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 1 {
 		t.Fatalf("after a hit dropped under a limit of 2: %d hits, want 1", hits)
 	}
 	s.exec(t, "UPDATE "+s.Dialect.Tables().JobsTable()+"_limits SET window_start = window_start - 61 WHERE name = ?", name)
-	if hits, left := must2(t, "hits")(l.Hits(ctx(t), s.DB, name, 60)); hits != 0 || left != 0 {
+	if hits, left := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 0 || left != 0 {
 		t.Fatalf("a passed window reads %d hits %d left, want 0, 0", hits, left)
 	}
-	if hits, _ := must2(t, "hit")(l.Hit(ctx(t), s.DB, name, 60)); hits != 1 {
+	if hits, _ := must2(t, "hit")(l.Hit(s.ctx, s.DB, name, 60)); hits != 1 {
 		t.Fatalf("the first hit of a new window counts %d, want 1", hits)
 	}
-	if err := l.ClearHits(ctx(t), s.DB, name); err != nil {
+	if err := l.ClearHits(s.ctx, s.DB, name); err != nil {
 		t.Fatal(err)
 	}
-	if hits, _ := must2(t, "hits")(l.Hits(ctx(t), s.DB, name, 60)); hits != 0 {
+	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 0 {
 		t.Fatalf("cleared window reads %d hits", hits)
 	}
 
 	lock := name + "-lock"
 	take := func(owner string, expire int64) bool {
 		t.Helper()
-		return must[bool](t, "take "+owner)(l.TakeLock(ctx(t), s.DB, lock, owner, expire))
+		return must[bool](t, "take "+owner)(l.TakeLock(s.ctx, s.DB, lock, owner, expire))
 	}
 	if !take("a", 60) {
 		t.Fatal("a free lock was refused")
@@ -137,20 +137,20 @@ func limitsAndLocks(t *testing.T, s *suite) {
 	if take("b", 60) {
 		t.Fatal("a held lock went to a second owner")
 	}
-	if err := l.ExtendLock(ctx(t), s.DB, lock, "b", 600); err != nil {
+	if err := l.ExtendLock(s.ctx, s.DB, lock, "b", 600); err != nil {
 		t.Fatal(err)
 	}
-	if ok := must[bool](t, "release")(l.ReleaseLock(ctx(t), s.DB, lock, "b")); ok {
+	if ok := must[bool](t, "release")(l.ReleaseLock(s.ctx, s.DB, lock, "b")); ok {
 		t.Fatal("a non-owner released the lock")
 	}
 	s.exec(t, "UPDATE "+s.Dialect.Tables().JobsTable()+"_locks SET expires_at = expires_at - 120 WHERE name = ?", lock)
 	if !take("b", 60) {
 		t.Fatal("an expired lock was not taken over")
 	}
-	if ok := must[bool](t, "release")(l.ReleaseLock(ctx(t), s.DB, lock, "a")); ok {
+	if ok := must[bool](t, "release")(l.ReleaseLock(s.ctx, s.DB, lock, "a")); ok {
 		t.Fatal("the owner whose lock was taken over released it")
 	}
-	if ok := must[bool](t, "release")(l.ReleaseLock(ctx(t), s.DB, lock, "b")); !ok {
+	if ok := must[bool](t, "release")(l.ReleaseLock(s.ctx, s.DB, lock, "b")); !ok {
 		t.Fatal("the owner could not release its lock")
 	}
 	if !take("a", 60) {
@@ -168,8 +168,8 @@ func tickLocks(t *testing.T, s *suite) {
 		t.Helper()
 		next, stale := at+60, at
 		var ok bool
-		err := sqldb.InTx(ctx(t), s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) (err error) {
-			_, ok, err = tl.AcquireTickLock(ctx(t), tx, dialect.UniqueLock{Key: key, Mode: dialect.UntilTick, ExpiresAt: &next, StaleAt: &stale})
+		err := sqldb.InTx(s.ctx, s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) (err error) {
+			_, ok, err = tl.AcquireTickLock(s.ctx, tx, dialect.UniqueLock{Key: key, Mode: dialect.UntilTick, ExpiresAt: &next, StaleAt: &stale})
 			return err
 		})
 		if err != nil {

@@ -17,10 +17,10 @@ func batches(t *testing.T, s *suite) {
 	q := s.queue(t)
 	id := q + "-batch"
 	row := dialect.BatchRow{ID: id, Name: "conformance", TotalJobs: 2, PendingJobs: 2, Options: dialect.BatchOptions(false)}
-	if err := b.InsertBatch(ctx(t), s.DB, row); err != nil {
+	if err := b.InsertBatch(s.ctx, s.DB, row); err != nil {
 		t.Fatal(err)
 	}
-	got, found, err := b.FindBatch(ctx(t), s.DB, id)
+	got, found, err := b.FindBatch(s.ctx, s.DB, id)
 	if err != nil || !found || got.PendingJobs != 2 || got.TotalJobs != 2 || got.Options != row.Options || got.CreatedAt == 0 {
 		t.Fatalf("find batch: %+v %v %v", got, found, err)
 	}
@@ -31,12 +31,12 @@ func batches(t *testing.T, s *suite) {
 	}
 	stale := held(jobs[0])
 	stale.Token--
-	res, err := b.FinishLinked(ctx(t), s.DB, stale, dialect.Finish{BatchID: id, JobUUID: "j0", Next: []dialect.PushRow{{Queue: q, Payload: payload(q, 9)}}})
+	res, err := b.FinishLinked(s.ctx, s.DB, stale, dialect.Finish{BatchID: id, JobUUID: "j0", Next: []dialect.PushRow{{Queue: q, Payload: payload(q, 9)}}})
 	if err != nil || res.Held || len(res.NextIDs) != 0 {
 		t.Fatalf("a stale linked finish: %+v, %v; want nothing done", res, err)
 	}
 	next := dialect.PushRow{Queue: q, Payload: []byte(`{"uuid":"next-link"}`)}
-	res, err = b.FinishLinked(ctx(t), s.DB, held(jobs[0]), dialect.Finish{BatchID: id, JobUUID: "j0", Next: []dialect.PushRow{next}})
+	res, err = b.FinishLinked(s.ctx, s.DB, held(jobs[0]), dialect.Finish{BatchID: id, JobUUID: "j0", Next: []dialect.PushRow{next}})
 	if err != nil || !res.Held || len(res.NextIDs) != 1 || res.Batch == nil {
 		t.Fatalf("linked finish: %+v, %v", res, err)
 	}
@@ -47,7 +47,7 @@ func batches(t *testing.T, s *suite) {
 		t.Fatalf("the next link's id %d holds %s", res.NextIDs[0], p)
 	}
 	f := dialect.Failure{UUID: q + "-j1", Connection: "database", Queue: q, Payload: jobs[1].Payload, Exception: "boom"}
-	res, err = b.FinishLinked(ctx(t), s.DB, held(jobs[1]), dialect.Finish{Fail: &f, BatchID: id, JobUUID: "j1"})
+	res, err = b.FinishLinked(s.ctx, s.DB, held(jobs[1]), dialect.Finish{Fail: &f, BatchID: id, JobUUID: "j1"})
 	if err != nil || !res.Held || res.Batch == nil {
 		t.Fatalf("linked fail: %+v, %v", res, err)
 	}
@@ -60,13 +60,13 @@ func batches(t *testing.T, s *suite) {
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().FailedTable()+" WHERE uuid = ?", f.UUID); n != 1 {
 		t.Fatalf("%d failed rows for %s, want 1", n, f.UUID)
 	}
-	if found, err := b.CancelBatch(ctx(t), s.DB, id); err != nil || !found {
+	if found, err := b.CancelBatch(s.ctx, s.DB, id); err != nil || !found {
 		t.Fatalf("cancel: %v %v", found, err)
 	}
-	if got, _, _ := b.FindBatch(ctx(t), s.DB, id); got.CancelledAt == nil || got.FinishedAt == nil {
+	if got, _, _ := b.FindBatch(s.ctx, s.DB, id); got.CancelledAt == nil || got.FinishedAt == nil {
 		t.Fatalf("cancelled batch reads %+v", got)
 	}
-	if found, err := b.CancelBatch(ctx(t), s.DB, id+"-none"); err != nil || found {
+	if found, err := b.CancelBatch(s.ctx, s.DB, id+"-none"); err != nil || found {
 		t.Fatalf("cancel of a missing batch: %v %v", found, err)
 	}
 }
@@ -78,14 +78,14 @@ func signals(t *testing.T, s *suite) {
 	five := int64(5)
 	read := func() (int64, bool) {
 		t.Helper()
-		got := must[map[string]int64](t, "signals")(s.Dialect.Signals(ctx(t), s.DB, []string{name, name + "-unset"}))
+		got := must[map[string]int64](t, "signals")(s.Dialect.Signals(s.ctx, s.DB, []string{name, name + "-unset"}))
 		v, ok := got[name]
 		if _, other := got[name+"-unset"]; other || len(got) > 1 {
 			t.Fatalf("signals read %v, want only %s", got, name)
 		}
 		return v, ok
 	}
-	if err := s.Dialect.SetSignal(ctx(t), s.DB, name, &five); err != nil {
+	if err := s.Dialect.SetSignal(s.ctx, s.DB, name, &five); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := read(); !ok || v != 5 {
@@ -93,7 +93,7 @@ func signals(t *testing.T, s *suite) {
 	}
 	seen := map[int64]bool{5: true}
 	for range 3 {
-		if err := s.Dialect.SetSignal(ctx(t), s.DB, name, nil); err != nil {
+		if err := s.Dialect.SetSignal(s.ctx, s.DB, name, nil); err != nil {
 			t.Fatal(err)
 		}
 		v, ok := read()
@@ -102,7 +102,7 @@ func signals(t *testing.T, s *suite) {
 		}
 		seen[v] = true
 	}
-	if err := s.Dialect.DeleteSignal(ctx(t), s.DB, name); err != nil {
+	if err := s.Dialect.DeleteSignal(s.ctx, s.DB, name); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := read(); ok {
@@ -125,22 +125,22 @@ func lookup(t *testing.T, s *suite) {
 		t.Fatalf("claimed %d, want %d", reserved.ID, ids[0])
 	}
 	for i, want := range []string{dialect.StateReserved, dialect.StateDelayed, dialect.StatePending} {
-		row, found, err := l.FindJob(ctx(t), s.DB, ids[i])
+		row, found, err := l.FindJob(s.ctx, s.DB, ids[i])
 		if err != nil || !found || row.State != want || string(row.Payload) != string(payload(q, i)) || row.Queue != q {
 			t.Fatalf("find %d: %+v %v %v, want state %s", ids[i], row, found, err, want)
 		}
 	}
-	if _, found, err := l.FindJob(ctx(t), s.DB, ids[2]+1000); err != nil || found {
+	if _, found, err := l.FindJob(s.ctx, s.DB, ids[2]+1000); err != nil || found {
 		t.Fatalf("find of a missing row: found %v, %v", found, err)
 	}
-	delayed := must[[]dialect.StatedRow](t, "list")(l.ListJobs(ctx(t), s.DB, dialect.JobFilter{Queue: q, State: dialect.StateDelayed}))
+	delayed := must[[]dialect.StatedRow](t, "list")(l.ListJobs(s.ctx, s.DB, dialect.JobFilter{Queue: q, State: dialect.StateDelayed}))
 	if len(delayed) != 1 || delayed[0].ID != ids[1] {
 		t.Fatalf("delayed rows of %s: %v, want %d", q, delayed, ids[1])
 	}
 	cancel := func(id int64) (state string) {
 		t.Helper()
-		err := sqldb.InTx(ctx(t), s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) (err error) {
-			state, _, err = l.CancelJob(ctx(t), tx, id)
+		err := sqldb.InTx(s.ctx, s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) (err error) {
+			state, _, err = l.CancelJob(s.ctx, tx, id)
 			return err
 		})
 		if err != nil {
@@ -157,13 +157,13 @@ func lookup(t *testing.T, s *suite) {
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.jobs()+" WHERE queue = ?", q); n != 2 {
 		t.Fatalf("%d rows left after cancelling a pending and a reserved row, want 2", n)
 	}
-	if st, queue, err := l.RunNow(ctx(t), s.DB, ids[1]); err != nil || st != dialect.StateDelayed || queue != q {
+	if st, queue, err := l.RunNow(s.ctx, s.DB, ids[1]); err != nil || st != dialect.StateDelayed || queue != q {
 		t.Fatalf("run now of a delayed row: %q %q %v", st, queue, err)
 	}
-	if row, _, _ := l.FindJob(ctx(t), s.DB, ids[1]); row.State != dialect.StatePending {
+	if row, _, _ := l.FindJob(s.ctx, s.DB, ids[1]); row.State != dialect.StatePending {
 		t.Fatalf("after run now the row is %s", row.State)
 	}
-	if st, _, err := l.RunNow(ctx(t), s.DB, ids[0]); err != nil || st != dialect.StateReserved {
+	if st, _, err := l.RunNow(s.ctx, s.DB, ids[0]); err != nil || st != dialect.StateReserved {
 		t.Fatalf("run now of a reserved row: %q %v", st, err)
 	}
 }
@@ -176,11 +176,11 @@ func retryFromFailed(t *testing.T, s *suite) {
 	c := s.claimOne(t, q)
 	f := dialect.Failure{UUID: q + "-failed", Connection: "database", Queue: q, Payload: c.Payload, Exception: "boom"}
 	before := s.now(t)
-	if ok := must[bool](t, "fail")(s.Dialect.FailMove(ctx(t), s.DB, held(c), f)); !ok {
+	if ok := must[bool](t, "fail")(s.Dialect.FailMove(s.ctx, s.DB, held(c), f)); !ok {
 		t.Fatal("fail of a held row reported it not held")
 	}
 	after := s.now(t)
-	list := must[[]dialect.FailedRow](t, "list failed")(s.Dialect.ListFailed(ctx(t), s.DB, dialect.FailedFilter{Queue: q}))
+	list := must[[]dialect.FailedRow](t, "list failed")(s.Dialect.ListFailed(s.ctx, s.DB, dialect.FailedFilter{Queue: q}))
 	if len(list) != 1 || list[0].UUID != f.UUID || list[0].Exception != "boom" || string(list[0].Payload) != string(f.Payload) {
 		t.Fatalf("failed rows of %s: %+v", q, list)
 	}
@@ -191,18 +191,18 @@ func retryFromFailed(t *testing.T, s *suite) {
 		}
 		t.Fatalf("failed_at reads %s, want the database's now in UTC, in [%d, %d]", got, before, after)
 	}
-	if older := must[[]dialect.FailedRow](t, "list older")(s.Dialect.ListFailed(ctx(t), s.DB, dialect.FailedFilter{Queue: q, OlderThan: 3600})); len(older) != 0 {
+	if older := must[[]dialect.FailedRow](t, "list older")(s.Dialect.ListFailed(s.ctx, s.DB, dialect.FailedFilter{Queue: q, OlderThan: 3600})); len(older) != 0 {
 		t.Fatalf("a failure of now lists as older than an hour: %+v", older)
 	}
-	err := sqldb.InTx(ctx(t), s.DB, s.Dialect.FailedTxOptions(), func(tx sqldb.Tx) error {
-		rows, err := s.Dialect.LockFailed(ctx(t), tx, dialect.FailedFilter{UUIDs: []string{f.UUID}})
+	err := sqldb.InTx(s.ctx, s.DB, s.Dialect.FailedTxOptions(), func(tx sqldb.Tx) error {
+		rows, err := s.Dialect.LockFailed(s.ctx, tx, dialect.FailedFilter{UUIDs: []string{f.UUID}})
 		if err != nil {
 			return err
 		}
 		if len(rows) != 1 {
 			t.Fatalf("locked %d failed rows, want 1", len(rows))
 		}
-		return s.Dialect.RetryFromFailed(ctx(t), tx, rows)
+		return s.Dialect.RetryFromFailed(s.ctx, tx, rows)
 	})
 	if err != nil {
 		t.Fatal(err)

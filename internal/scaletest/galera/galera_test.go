@@ -377,14 +377,13 @@ func testLedger(t *testing.T, c *dbtest.Cluster) {
 	}
 	pushers.Wait()
 	total := batches * perBatch
-	for runs.Load() < int64(total) && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Both waits end by the test's deadline at the latest; the counts are
+	// checked below.
+	end, _ := ctx.Deadline()
+	dbtest.Until(time.Until(end), func() bool { return runs.Load() >= int64(total) })
 	took := time.Since(start)
 	// Wait for the last deletes, then stop the workers.
-	for dbs[0].Count(t, "SELECT COUNT(*) FROM jobs") > 0 && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	dbtest.Until(time.Until(end), func() bool { return dbs[0].Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 	stopWorkers()
 	workers.Wait()
 	cert1, bf1 := certStats(c)
