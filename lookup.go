@@ -52,22 +52,43 @@ type JobInfo struct {
 	// PayloadErr is set.
 	Payload    Payload
 	PayloadErr error
-	// RawPayload is the payload column as stored.
+	// RawPayload is the payload column as stored, passed through the
+	// queue's Redactor (WithRedactor) when it has one.
 	RawPayload []byte
+	// ExpiresAt is when a reserved job's reservation runs out (ReservedAt
+	// plus the queue's retry_after) and another worker may take it over;
+	// zero unless the job is reserved.
+	ExpiresAt time.Time
+	// Token is the reservation token of the job's last claim: with ID it
+	// names the reservation that holds a reserved job.
+	Token int64
+	// Errors are the errors of its earlier attempts, oldest first (see
+	// HistoryKeep). Job reads them; Jobs and SearchJobs leave them nil.
+	Errors []AttemptError
 }
 
 // Name is the name the job's handler is registered under.
 func (j *JobInfo) Name() string { return j.Payload.Name() }
 
-func newJobInfo(r dialect.StatedRow) JobInfo {
+// newJobInfo makes a JobInfo of a row, its payload passed through the
+// queue's Redactor.
+func (q *Queue) newJobInfo(r dialect.StatedRow) JobInfo {
 	j := JobInfo{
-		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Attempts: r.Attempts, RawPayload: r.Payload,
+		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Attempts: r.Attempts,
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
+		Token: r.Token &^ dialect.HistoryMark,
 	}
 	if r.Reserved {
 		j.ReservedAt = time.Unix(r.ReservedAt, 0)
+		j.ExpiresAt = j.ReservedAt.Add(q.RetryAfter())
 	}
 	j.Payload, j.PayloadErr = DecodePayload(r.Payload)
+	if q.redact != nil {
+		j.RawPayload = q.Redact(j.Name(), r.Payload)
+		j.Payload, j.PayloadErr = DecodePayload(j.RawPayload)
+	} else {
+		j.RawPayload = r.Payload
+	}
 	return j
 }
 
@@ -106,7 +127,12 @@ func (q *Queue) Job(ctx context.Context, id int64) (*JobInfo, error) {
 	if !found {
 		return nil, fmt.Errorf("job %d: %w", id, ErrJobNotFound)
 	}
-	info := newJobInfo(row)
+	info := q.newJobInfo(row)
+	hist, err := q.history().JobHistory(ctx, q.db, id)
+	if err != nil {
+		return nil, sqldb.Wrap(fmt.Sprintf("job %d: error history", id), err)
+	}
+	info.Errors = attemptErrors(hist)
 	return &info, nil
 }
 
@@ -130,7 +156,7 @@ func (q *Queue) Jobs(ctx context.Context, f JobFilter) ([]JobInfo, error) {
 	}
 	out := make([]JobInfo, len(rows))
 	for i, r := range rows {
-		out[i] = newJobInfo(r)
+		out[i] = q.newJobInfo(r)
 	}
 	return out, nil
 }

@@ -100,6 +100,18 @@ func (t Tables) batchesName() string {
 	return t.withDefaults().Jobs + "_batches"
 }
 
+// ErrorsTable is the error history of this table set (the errors of
+// jobs' earlier attempts): dbqueue_job_errors for the default set,
+// <jobs>_errors otherwise, schema-qualified when Schema is set.
+func (t Tables) ErrorsTable() string { return t.qualify(t.errorsName()) }
+
+func (t Tables) errorsName() string {
+	if t.isDefault() {
+		return "dbqueue_job_errors"
+	}
+	return t.withDefaults().Jobs + "_errors"
+}
+
 // JobsTable is the jobs table's name as SQL uses it, schema-qualified when
 // Schema is set.
 func (t Tables) JobsTable() string { return t.qualify(t.withDefaults().Jobs) }
@@ -156,6 +168,7 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Failed", t.Failed + "_uuid_unique"},
 		{"Jobs", t.Jobs + "_limits"},
 		{"Jobs", t.Jobs + "_locks"},
+		{"Jobs", t.errorsName() + "_uuid"},
 	}
 	for _, d := range derived {
 		if len(d.name) > maxIdentifier {
@@ -218,6 +231,8 @@ type templateData struct {
 	Schema                string
 	// Batches is the job batches table, schema-qualified; BatchesName bare.
 	Batches, BatchesName string
+	// Errors is the error history table, schema-qualified; ErrorsName bare.
+	Errors, ErrorsName string
 }
 
 // FS returns dbqueue's migrations for dialect as SQL files, rendered for
@@ -273,6 +288,9 @@ func render(dialect dbqueue.Dialect, t Tables) (fstest.MapFS, error) {
 
 		Batches:     t.BatchesTable(),
 		BatchesName: t.batchesName(),
+
+		Errors:     t.ErrorsTable(),
+		ErrorsName: t.errorsName(),
 	}
 	names, err := fs.Glob(files, string(dialect)+"/*.sql.tmpl")
 	if err != nil {

@@ -120,6 +120,16 @@ type Release struct {
 	Held
 	Delay   int64  // seconds after now
 	Payload []byte // nil keeps the stored payload
+	// Error, when not nil, is the attempt's error, written to the row's
+	// error history if (and only if) the release finds the row held.
+	Error *ReleaseError
+}
+
+// ReleaseError is the error a release writes to the row's history (the
+// attempt is the Held's).
+type ReleaseError struct {
+	Error  string // at most HistoryErrorBytes
+	Worker string
 }
 
 // JobRow is a claimed row of jobs.
