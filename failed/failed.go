@@ -42,6 +42,7 @@ type Store struct {
 	// redact is the queue's Redactor (dbqueue.WithRedactor), for payloads
 	// read for showing.
 	redact func(name string, payload []byte) []byte
+	ext    any // package dbqueue's worker side
 }
 
 // New returns a Store on the database (and failed jobs table) of q. It
@@ -51,7 +52,7 @@ func New(q *dbqueue.Queue) (*Store, error) {
 		return nil, errors.New("dbqueue: failed.New: nil queue: open one with dbqueue.Open or dbqueue.New first")
 	}
 	c := core.Of(q)
-	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact}, nil
+	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact, ext: c.Ext}, nil
 }
 
 // Job is a row of failed_jobs.
@@ -206,4 +207,22 @@ func (s *Store) jobsOf(rows []dialect.FailedRow) []Job {
 		}
 	}
 	return jobs
+}
+
+// searcher is the part of package dbqueue's worker side Search uses.
+type searcher interface {
+	SearchFailed(ctx context.Context, s dbqueue.Search) ([]dialect.FailedRow, dbqueue.SearchResult[struct{}], error)
+}
+
+// Search finds failed jobs by id, uuid (failed_jobs' own column), name,
+// queue and text (in the payload, redacted as List shows it, or in the
+// exception), reading at most s.Scan of the newest rows, as
+// dbqueue.Queue.SearchJobs does in jobs. Errors are left nil (Find reads
+// them).
+func (s *Store) Search(ctx context.Context, search dbqueue.Search) (dbqueue.SearchResult[Job], error) {
+	rows, res, err := s.ext.(searcher).SearchFailed(ctx, search)
+	if err != nil {
+		return dbqueue.SearchResult[Job]{}, err
+	}
+	return dbqueue.SearchResult[Job]{Matches: s.jobsOf(rows), Scanned: res.Scanned, Oldest: res.Oldest, Complete: res.Complete}, nil
 }

@@ -476,21 +476,30 @@ func scanFailed(rows sqldb.Rows, err error) ([]FailedRow, error) {
 	defer rows.Close()
 	var out []FailedRow
 	for rows.Next() {
-		var (
-			r  FailedRow
-			at sql.NullInt64
-		)
-		if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
+		r, err := scanFailedRow(rows)
+		if err != nil {
 			return nil, err
-		}
-		r.Payload = UnmarkFailed(r.Payload)
-		if at.Valid {
-			v := at.Int64
-			r.FailedAt = &v
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// scanFailedRow reads one row of failedSelect's columns.
+func scanFailedRow(rows sqldb.Rows) (FailedRow, error) {
+	var (
+		r  FailedRow
+		at sql.NullInt64
+	)
+	if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
+		return r, err
+	}
+	r.Payload = UnmarkFailed(r.Payload)
+	if at.Valid {
+		v := at.Int64
+		r.FailedAt = &v
+	}
+	return r, nil
 }
 
 func (c *common) listFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter, before func(string) string) ([]FailedRow, error) {
