@@ -2,6 +2,7 @@ package dbqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -215,4 +216,25 @@ func (q *Queue) RunNow(ctx context.Context, id int64) error {
 		}
 	}
 	return nil
+}
+
+// ChainNext lists the handler names of the jobs that follow this one in
+// its chain (Queue.PushChain), in order; nil for a job in no chain. A
+// link that does not decode is listed as "?".
+func (p Payload) ChainNext() []string {
+	if len(p.Chained) == 0 {
+		return nil
+	}
+	var links []ChainLink
+	if json.Unmarshal(p.Chained, &links) != nil {
+		return []string{"?"}
+	}
+	names := make([]string, len(links))
+	for i, l := range links {
+		names[i] = "?"
+		if lp, err := DecodePayload(l.Payload); err == nil || lp.Name() != "" {
+			names[i] = lp.Name()
+		}
+	}
+	return names
 }

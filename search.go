@@ -138,8 +138,8 @@ type SearchResult[T any] struct {
 }
 
 // newSearchResult is a SearchResult for the window a search read.
-func newSearchResult[T any](matches []T, w dialect.Window, s Search, direct bool) SearchResult[T] {
-	return SearchResult[T]{Matches: matches, Scanned: w.Rows, Oldest: w.Oldest, Complete: direct || w.Rows < s.Scan}
+func newSearchResult[T any](matches []T, w dialect.Window, direct bool) SearchResult[T] {
+	return SearchResult[T]{Matches: matches, Scanned: w.Rows, Oldest: w.Oldest, Complete: direct || !w.More}
 }
 
 // SearchJobs finds jobs in the jobs table by id, uuid, name, queue and
@@ -164,7 +164,7 @@ func (q *Queue) SearchJobs(ctx context.Context, s Search) (SearchResult[JobInfo]
 	if err != nil {
 		return SearchResult[JobInfo]{}, sqldb.Wrap("search jobs", err)
 	}
-	return newSearchResult(out, w, s, s.ID > 0), nil
+	return newSearchResult(out, w, s.ID > 0), nil
 }
 
 // searchFailed is SearchJobs on failed_jobs, for package failed (through
@@ -197,5 +197,5 @@ func (q *Queue) searchFailed(ctx context.Context, s Search) ([]dialect.FailedRow
 	if err != nil {
 		return nil, SearchResult[struct{}]{}, sqldb.Wrap("search failed jobs", err)
 	}
-	return out, newSearchResult[struct{}](nil, w, s, s.ID > 0 || uuid != ""), nil
+	return out, newSearchResult[struct{}](nil, w, s.ID > 0 || uuid != ""), nil
 }

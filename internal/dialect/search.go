@@ -40,11 +40,12 @@ type SearchFilter struct {
 	Limit int
 }
 
-// Window is what a search read: Rows rows, the oldest with id Oldest.
-// A window of fewer rows than asked reached the table's oldest row.
+// Window is what a search read: Rows rows, the oldest with id Oldest;
+// More says older rows are left.
 type Window struct {
 	Rows   int
 	Oldest int64
+	More   bool
 }
 
 // contains is the SQL test that column col holds a parameter's text,
@@ -77,7 +78,13 @@ func (c *common) window(ctx context.Context, ex sqldb.Execer, table string, f Se
 		return w, err
 	}
 	w.Rows, w.Oldest = int(n), oldest.Int64
-	return w, nil
+	if w.Rows < f.Scan {
+		return w, nil
+	}
+	var older int64
+	err := ex.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM (SELECT id FROM "+table+" WHERE id < ? ORDER BY id DESC LIMIT 1) o"), w.Oldest).Scan(c.ints(&older))
+	w.More = older > 0
+	return w, err
 }
 
 // inWindow narrows where to a window's ids: a primary-key range of at
