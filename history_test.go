@@ -192,3 +192,36 @@ func TestErrorHistoryLeavesWithTheJob(t *testing.T) {
 		}
 	})
 }
+
+// A database that migration 00010 has not reached (a rolling deploy runs
+// this code before `migrate up`) keeps no history, and everything else
+// works: releases, fails, retries, finishes and the lookups.
+func TestNoHistoryTableKeepsNoHistory(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		db.Exec(t, "DROP TABLE dbqueue_job_errors")
+		q := db.Queue(t)
+		id := push(t, q, dbqueue.NewJob{Name: "flaky"})
+		releaseWith(t, q, "", "lost: no table")
+		if got := errorsOf(t, q, id); len(got) != 0 {
+			t.Fatalf("history without its table: %v", got)
+		}
+		job := reserve(t, q, 1)[0]
+		if err := q.Fail(ctx, job, errors.New("failed")); err != nil {
+			t.Fatal(err)
+		}
+		store, err := failed.New(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := store.Retry(ctx, job.Payload.UUID); err != nil || n != 1 {
+			t.Fatalf("retry: %d, %v", n, err)
+		}
+		done := reserve(t, q, 1)[0]
+		if err := q.Delete(ctx, done); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := q.PruneHistory(ctx, 10); err != nil || n != 0 {
+			t.Fatalf("PruneHistory without its table: %d, %v", n, err)
+		}
+	})
+}

@@ -43,6 +43,8 @@ type common struct {
 	rebinder func(string) string
 	// ints scans integer columns (plainInt but on MySQL).
 	ints intDest
+	// noHistory: the error history table is missing (see probeHistory).
+	noHistory bool
 }
 
 func newCommon(name string, t Tables, now string, epoch, timestamp func(string) string) *common {
@@ -647,7 +649,6 @@ func (c *common) CheckTables(ctx context.Context, ex sqldb.Execer) error {
 	for _, query := range []string{
 		"SELECT id, reservation_token FROM " + c.jobs + " WHERE 1 = 0",
 		"SELECT id FROM " + c.failed + " WHERE 1 = 0",
-		"SELECT id FROM " + c.errorsTable() + " WHERE 1 = 0",
 	} {
 		rows, err := ex.Query(ctx, query)
 		if err != nil {

@@ -261,6 +261,14 @@ func (t Tables) ClaimIndex() string { return t.Jobs + "_queue_available_idx" }
 // connected to, after asking the server who it is: a connection that is
 // not of that database fails here, with an error that says so.
 func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
+	d, err := open(ctx, name, ex, t)
+	if err != nil {
+		return nil, err
+	}
+	return d, probeHistory(ctx, ex, d)
+}
+
+func open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
 	d, err := For(name, t, MySQLServer{})
 	if err != nil {
 		return nil, err

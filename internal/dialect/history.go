@@ -65,9 +65,40 @@ type History interface {
 
 func (c *common) errorsTable() string { return c.tables.ErrorsTable() }
 
+// based is every dialect: each is built on common.
+type based interface{ base() *common }
+
+func (c *common) base() *common { return c }
+
+// probeHistory turns error history off when its table is missing: a
+// database that migration 00010 has not reached yet, during a rolling
+// deploy that runs this code before `migrate up`. Jobs then run, fail
+// and finish as before, and keep no history; the lookups find none.
+// Any other error is returned.
+func probeHistory(ctx context.Context, ex sqldb.Execer, d Dialect) error {
+	c := d.(based).base()
+	rows, err := ex.Query(ctx, "SELECT id FROM "+c.errorsTable()+" WHERE 1 = 0")
+	if err == nil {
+		rows.Close()
+		err = rows.Err()
+	}
+	if err != nil && sqldb.MissingTable(err) {
+		c.noHistory = true
+		return nil
+	}
+	return err
+}
+
+// HistoryOff reports whether d keeps no error history (its table is
+// missing: run migrate up).
+func HistoryOff(d Dialect) bool { return d.(based).base().noHistory }
+
 const historyColumns = "attempt, error, worker, created_at"
 
 func (c *common) readHistory(ctx context.Context, ex sqldb.Execer, where string, arg any) ([]AttemptError, error) {
+	if c.noHistory {
+		return nil, nil
+	}
 	rows, err := ex.Query(ctx, c.rebind("SELECT "+historyColumns+" FROM "+c.errorsTable()+" WHERE "+where+" = ? ORDER BY id"), arg)
 	if err != nil {
 		return nil, err
@@ -97,7 +128,7 @@ func (c *common) FailedHistory(ctx context.Context, ex sqldb.Execer, uuid string
 }
 
 func (c *common) DropHistory(ctx context.Context, ex sqldb.Execer, ids []int64) error {
-	if len(ids) == 0 {
+	if len(ids) == 0 || c.noHistory {
 		return nil
 	}
 	_, err := ex.Exec(ctx, "DELETE FROM "+c.errorsTable()+" WHERE job_id IN ("+sqldb.Ints(ids)+")")
@@ -105,6 +136,9 @@ func (c *common) DropHistory(ctx context.Context, ex sqldb.Execer, ids []int64) 
 }
 
 func (c *common) PruneHistory(ctx context.Context, ex sqldb.Execer, limit int) (int64, error) {
+	if c.noHistory {
+		return 0, nil
+	}
 	e := c.errorsTable()
 	// The inner query is wrapped in a derived table: MySQL refuses a
 	// DELETE whose subquery reads the table it deletes from.
@@ -133,8 +167,12 @@ func releaseErrors(rs []Release, released func(Release) bool) []historyEntry {
 	return out
 }
 
-// hasErrors reports whether any release carries an error.
-func hasErrors(rs []Release) bool {
+// writesHistory reports whether a release of rs writes history: one
+// carries an error, and the table is there.
+func (c *common) writesHistory(rs []Release) bool {
+	if c.noHistory {
+		return false
+	}
 	for _, r := range rs {
 		if r.Error != nil {
 			return true
@@ -156,7 +194,7 @@ func (c *common) pruneBefore(ids string) string {
 // recordErrors writes the errors of released rows inside the release's
 // transaction: the oldest beyond HistoryKeep go first.
 func (c *common) recordErrors(ctx context.Context, tx sqldb.Execer, entries []historyEntry) error {
-	if len(entries) == 0 {
+	if len(entries) == 0 || c.noHistory {
 		return nil
 	}
 	ids := make([]int64, len(entries))
@@ -203,7 +241,7 @@ func markSet(rs []Release) string {
 // failure of the same uuid left go first: that failure is replaced), in
 // the fail's transaction; rows without history skip it.
 func (c *common) moveHistory(ctx context.Context, tx sqldb.Execer, h Held, uuid string) error {
-	if !Marked(h.Token) {
+	if !Marked(h.Token) || c.noHistory {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, c.rebind("DELETE FROM "+c.errorsTable()+" WHERE failed_uuid = ?"), uuid); err != nil {
@@ -216,7 +254,7 @@ func (c *common) moveHistory(ctx context.Context, tx sqldb.Execer, h Held, uuid 
 // dropHeldHistory deletes a finished row's errors in its delete's
 // transaction; rows without history skip it.
 func (c *common) dropHeldHistory(ctx context.Context, tx sqldb.Execer, h Held) error {
-	if !Marked(h.Token) {
+	if !Marked(h.Token) || c.noHistory {
 		return nil
 	}
 	return c.DropHistory(ctx, tx, []int64{h.ID})
@@ -225,6 +263,9 @@ func (c *common) dropHeldHistory(ctx context.Context, tx sqldb.Execer, h Held) e
 // historyBack hands the errors of retried failed rows to their new rows
 // in jobs (ids, in rows' order), and marks the rows that got any.
 func (c *common) historyBack(ctx context.Context, tx sqldb.Execer, rows []FailedRow, ids []int64) error {
+	if c.noHistory {
+		return nil
+	}
 	var b strings.Builder
 	args := make([]any, 0, 2*len(rows))
 	// job_id first: MySQL's SET reads the columns as the items before it
@@ -250,12 +291,18 @@ func (c *common) historyBack(ctx context.Context, tx sqldb.Execer, rows []Failed
 // dropFailedHistory deletes the errors of the failed rows a filter names,
 // before the rows themselves.
 func (c *common) dropFailedHistory(ctx context.Context, ex sqldb.Execer, where string, args []any) error {
+	if c.noHistory {
+		return nil
+	}
 	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.errorsTable()+" WHERE failed_uuid IN (SELECT uuid FROM "+c.failed+where+")"), args...)
 	return err
 }
 
 // dropQueueHistory deletes the errors of a queue's rows, before the rows.
 func (c *common) dropQueueHistory(ctx context.Context, ex sqldb.Execer, queue string) error {
+	if c.noHistory {
+		return nil
+	}
 	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.errorsTable()+" WHERE job_id IN (SELECT id FROM "+c.jobs+" WHERE queue = ?)"), queue)
 	return err
 }

@@ -105,11 +105,17 @@ func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map
 			}
 		}
 		set, args := m.releaseSet(keep)
-		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET "+set+markSet(keep)+heldWhere(helds(keep)), args...); err != nil {
+		history := m.writesHistory(keep)
+		if history {
+			set += markSet(keep)
+		}
+		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET "+set+heldWhere(helds(keep)), args...); err != nil {
 			return err
 		}
-		if err := m.recordErrors(ctx, tx, releaseErrors(keep, func(Release) bool { return true })); err != nil {
-			return err
+		if history {
+			if err := m.recordErrors(ctx, tx, releaseErrors(keep, func(Release) bool { return true })); err != nil {
+				return err
+			}
 		}
 		released = still
 		return nil

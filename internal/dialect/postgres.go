@@ -164,7 +164,7 @@ func (p *postgres) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (
 			texts[i] = &text
 		}
 	}
-	if !hasErrors(rs) {
+	if !p.writesHistory(rs) {
 		return collectKeys(db.Query(ctx, p.releaseA, ids, tokens, attempts, delays, texts))
 	}
 	errs, workers := make([]*string, len(rs)), make([]*string, len(rs))

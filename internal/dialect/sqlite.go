@@ -88,7 +88,7 @@ var errNotOurs = errors.New("dbqueue: a row deleted by id is held by another res
 
 func (s *sqlite) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
 	set, args := s.releaseSet(rs)
-	if !hasErrors(rs) {
+	if !s.writesHistory(rs) {
 		return collectKeys(db.Query(ctx, "UPDATE "+s.jobs+" SET "+set+heldWhere(helds(rs))+" RETURNING id, reservation_token", args...))
 	}
 	// The mark changes the token: the rows released are read back by id
