@@ -81,15 +81,15 @@ func cutText(s string, n int) string {
 	return s[:end] + note
 }
 
-// releaseError is what a release with cause writes to the history.
+// releaseError is what a release with cause writes to the history: its
+// text as valid UTF-8 without NUL (PostgreSQL's text holds neither, and
+// a release that could not be written would fail the job), cut to
+// HistoryErrorBytes.
 func releaseError(cause error) *dialect.ReleaseError {
 	if cause == nil {
 		return nil
 	}
-	text := cause.Error()
-	if !utf8.ValidString(text) {
-		text = strings.ToValidUTF8(text, "\uFFFD")
-	}
+	text := strings.ReplaceAll(strings.ToValidUTF8(cause.Error(), "\uFFFD"), "\x00", "\uFFFD")
 	return &dialect.ReleaseError{Error: cutText(text, HistoryErrorBytes), Worker: thisWorker}
 }
 

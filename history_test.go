@@ -144,7 +144,9 @@ func TestErrorHistoryIsBounded(t *testing.T) {
 		q := db.Queue(t)
 		id := push(t, q, dbqueue.NewJob{Name: "flaky"})
 		for i := range dbqueue.HistoryKeep + 3 {
-			releaseWith(t, q, "", strings.Repeat("é", dbqueue.HistoryErrorBytes)+string(rune('a'+i)))
+			// An error's text is anyone's: a NUL and a byte that is not
+			// UTF-8 (neither fits PostgreSQL's text) must not stop the release.
+			releaseWith(t, q, "", "\x00\xff"+strings.Repeat("é", dbqueue.HistoryErrorBytes)+string(rune('a'+i)))
 		}
 		got := errorsOf(t, q, id)
 		if len(got) != dbqueue.HistoryKeep {
