@@ -83,9 +83,6 @@ func (q *Queue) deleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err e
 		if err != nil {
 			return lost, sqldb.Wrap("delete", err)
 		}
-		// The jobs are done whatever becomes of their history: history a
-		// failed delete leaves behind is PruneHistory's.
-		_ = q.dropHistory(ctx, deleted)
 		if len(deleted) == len(chunk) {
 			continue // a reservation names one row: all were held
 		}

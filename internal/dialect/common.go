@@ -255,7 +255,14 @@ func (c *common) claimArms() (expired, ready string) {
 // deleteHeldReturning is DeleteHeld where DELETE … RETURNING exists.
 func (c *common) deleteHeldReturning(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
 	rows, err := db.Query(ctx, "DELETE FROM "+c.jobs+heldWhere(held)+" RETURNING id, reservation_token")
-	return scanKeys(rows, err, len(held), c.ints)
+	keys, err := scanKeys(rows, err, len(held), c.ints)
+	if err != nil || !anyMarked(held) {
+		return keys, err
+	}
+	// A second statement (MariaDB, and SQLite's rare fallback): history
+	// it leaves behind when it fails is PruneHistory's.
+	_ = c.dropMarked(ctx, db, keys)
+	return keys, nil
 }
 
 // releaseSet is the SET list of a batched release: per-row delays, and

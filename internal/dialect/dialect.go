@@ -33,7 +33,9 @@ type Dialect interface {
 	// reservation token.
 	Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error)
 	// DeleteHeld deletes the rows still held by the reservations given,
-	// and returns those it deleted.
+	// and returns those it deleted; the error history of those whose
+	// tokens are Marked goes with them, in the same statement or
+	// transaction where the database allows (see history.go).
 	DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error)
 	// ReleaseHeld puts held rows back, each after its delay (seconds) and
 	// with its new payload when not nil, and returns those it released.

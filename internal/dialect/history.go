@@ -251,6 +251,35 @@ func (c *common) moveHistory(ctx context.Context, tx sqldb.Execer, h Held, uuid 
 	return err
 }
 
+// anyMarked reports whether a row of held has history.
+func anyMarked(held []Held) bool {
+	for _, h := range held {
+		if Marked(h.Token) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropMarked deletes the history of the deleted rows whose tokens say
+// they have one.
+func (c *common) dropMarked(ctx context.Context, ex sqldb.Execer, deleted []Key) error {
+	var ids []int64
+	for _, k := range deleted {
+		if Marked(k.Token) {
+			ids = append(ids, k.ID)
+		}
+	}
+	return c.DropHistory(ctx, ex, ids)
+}
+
+// withHistory wraps a DELETE of jobs … RETURNING jobs.id,
+// jobs.reservation_token so that the same statement deletes the deleted
+// rows' history.
+func (c *common) withHistory(del string) string {
+	return "WITH d AS (" + del + "), h AS (DELETE FROM " + c.errorsTable() + " WHERE job_id IN (SELECT id FROM d)) SELECT id, reservation_token FROM d"
+}
+
 // dropHeldHistory deletes a finished row's errors in its delete's
 // transaction; rows without history skip it.
 func (c *common) dropHeldHistory(ctx context.Context, tx sqldb.Execer, h Held) error {

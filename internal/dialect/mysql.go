@@ -83,6 +83,10 @@ func (m *mysql) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key
 			gone = nil
 			return err
 		}
+		if err := m.dropMarked(ctx, tx, gone); err != nil {
+			gone = nil
+			return err
+		}
 		return nil
 	})
 	return gone, err

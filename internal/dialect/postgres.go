@@ -29,6 +29,9 @@ type postgres struct {
 	// on unnest cost the server 13.7 µs a job instead of 10.4 on
 	// PostgreSQL 15.)
 	deleteOne string
+	// deleteOneH and deleteAH are deleteOne and deleteA that also delete
+	// the history of the rows they delete, for batches with such rows.
+	deleteOneH, deleteAH string
 	// releaseErrA is releaseA that also writes the errors of the rows it
 	// released to their history, in the same statement (see history.go).
 	releaseErrA string
@@ -74,6 +77,7 @@ RETURNING jobs.id, jobs.reservation_token`
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
+	p.deleteOneH, p.deleteAH = c.withHistory(p.deleteOne), c.withHistory(p.deleteA)
 	e := c.errorsTable()
 	p.releaseErrA = `WITH rel AS (UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload),
@@ -141,16 +145,21 @@ func oneReservation(held []Held) bool {
 }
 
 func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
+	one, all := p.deleteOne, p.deleteA
+	if anyMarked(held) && !p.noHistory {
+		// Rows with history: the same statement deletes it.
+		one, all = p.deleteOneH, p.deleteAH
+	}
 	if oneReservation(held) {
 		ids := make([]int64, len(held))
 		for i, h := range held {
 			ids[i] = h.ID
 		}
-		rows, err := db.Query(ctx, p.deleteOne, ids, held[0].Token, held[0].Attempts)
+		rows, err := db.Query(ctx, one, ids, held[0].Token, held[0].Attempts)
 		return scanKeys(rows, err, len(held), plainInt)
 	}
 	ids, tokens, attempts := heldArrays(held)
-	rows, err := db.Query(ctx, p.deleteA, ids, tokens, attempts)
+	rows, err := db.Query(ctx, all, ids, tokens, attempts)
 	return scanKeys(rows, err, len(held), plainInt)
 }
 

@@ -75,7 +75,11 @@ func (s *sqlite) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Ke
 			}
 			deleted = append(deleted, k)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		return s.dropMarked(ctx, tx, deleted)
 	})
 	if errors.Is(err, errNotOurs) {
 		return s.deleteHeldReturning(ctx, db, held)
