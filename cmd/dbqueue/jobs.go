@@ -24,12 +24,12 @@ type jobJSON struct {
 	CreatedAt    time.Time       `json:"created_at"`
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	PayloadError string          `json:"payload_error,omitempty"`
-	// What show adds: the detail of one job.
-	*jobDetailJSON
 }
 
-// jobDetailJSON is what jobs show -json adds to a listed job.
+// jobDetailJSON is a job as show -json prints it: the listed fields, the
+// payload, and the detail of one job.
 type jobDetailJSON struct {
+	jobJSON
 	UUID      string      `json:"uuid"`
 	Tries     *int        `json:"tries"`
 	ExpiresAt *time.Time  `json:"expires_at"`
@@ -55,6 +55,17 @@ func errorsJSON(errs []dbqueue.AttemptError) []errorJSON {
 	return out
 }
 
+// detailJSON is what jobs show -json prints.
+func detailJSON(j dbqueue.JobInfo) jobDetailJSON {
+	d := jobDetailJSON{jobJSON: toJSON(j, true), UUID: j.Payload.UUID, Tries: j.Payload.MaxTries, BatchID: j.Payload.BatchID,
+		ChainNext: j.Payload.ChainNext(), Errors: errorsJSON(j.Errors)}
+	if !j.ExpiresAt.IsZero() {
+		t, token := j.ExpiresAt.UTC(), j.Token
+		d.ExpiresAt, d.Token = &t, &token
+	}
+	return d
+}
+
 func toJSON(j dbqueue.JobInfo, payload bool) jobJSON {
 	out := jobJSON{
 		ID: j.ID, Queue: j.Queue, State: string(j.State), Name: j.Name(), Attempts: j.Attempts,
@@ -66,13 +77,6 @@ func toJSON(j dbqueue.JobInfo, payload bool) jobJSON {
 	}
 	if payload {
 		out.Payload = rawJSON(j.RawPayload)
-		d := &jobDetailJSON{UUID: j.Payload.UUID, Tries: j.Payload.MaxTries, BatchID: j.Payload.BatchID,
-			ChainNext: j.Payload.ChainNext(), Errors: errorsJSON(j.Errors)}
-		if !j.ExpiresAt.IsZero() {
-			t, token := j.ExpiresAt.UTC(), j.Token
-			d.ExpiresAt, d.Token = &t, &token
-		}
-		out.jobDetailJSON = d
 	}
 	if j.PayloadErr != nil {
 		out.PayloadError = j.PayloadErr.Error()
@@ -180,7 +184,7 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			return c.writeJSON(toJSON(*j, true))
+			return c.writeJSON(detailJSON(*j))
 		}
 		w := c.table()
 		fmt.Fprintf(w, "id\t%d\nqueue\t%s\nstate\t%s\nname\t%s\nattempts\t%d of %s\n",
