@@ -21,7 +21,7 @@ import (
 // (package failed's Job.Errors), and retrying it from there brings the
 // history back.
 //
-// A job keeps its newest HistoryKeep errors, each cut to HistoryErrorBytes.
+// A job keeps its newest ErrorHistoryKeep errors, each cut to ErrorHistoryBytes.
 // The error is written in the release's own statement (PostgreSQL) or
 // transaction (MySQL, SQLite), and only for a release that finds its
 // reservation still held: a worker whose job was reclaimed writes nothing
@@ -31,18 +31,18 @@ import (
 // MySQL 8, one more statement on MariaDB) and moves it when it fails (in
 // the fail's transaction).
 const (
-	// HistoryKeep is how many errors a job keeps: the newest.
-	HistoryKeep = dialect.HistoryKeep
-	// HistoryErrorBytes bounds the text of one error (longer ones are
+	// ErrorHistoryKeep is how many errors a job keeps: the newest.
+	ErrorHistoryKeep = dialect.ErrorHistoryKeep
+	// ErrorHistoryBytes bounds the text of one error (longer ones are
 	// cut at a UTF-8 boundary and say how long they were).
-	HistoryErrorBytes = dialect.HistoryErrorBytes
+	ErrorHistoryBytes = dialect.ErrorHistoryBytes
 )
 
 // AttemptError is the error of one earlier attempt of a job.
 type AttemptError struct {
 	// Attempt is the attempt's number (the job's Attempts when it ran).
 	Attempt int
-	// Error is the error's text, at most HistoryErrorBytes.
+	// Error is the error's text, at most ErrorHistoryBytes.
 	Error string
 	// Worker is the host and process id that ran the attempt.
 	Worker string
@@ -86,16 +86,16 @@ func cutText(s string, n int) string {
 // releaseError is what a release with cause writes to the history: its
 // text as valid UTF-8 without NUL (PostgreSQL's text holds neither, and
 // a release that could not be written would fail the job), cut to
-// HistoryErrorBytes.
+// ErrorHistoryBytes.
 func releaseError(cause error) *dialect.ReleaseError {
 	if cause == nil {
 		return nil
 	}
 	text := strings.ReplaceAll(strings.ToValidUTF8(cause.Error(), "\uFFFD"), "\x00", "\uFFFD")
-	return &dialect.ReleaseError{Error: cutText(text, HistoryErrorBytes), Worker: thisWorker}
+	return &dialect.ReleaseError{Error: cutText(text, ErrorHistoryBytes), Worker: thisWorker}
 }
 
-func (q *Queue) history() dialect.History { return q.sql.(dialect.History) }
+func (q *Queue) errorHistory() dialect.ErrorHistory { return q.sql.(dialect.ErrorHistory) }
 
 // ReleaseAfterError is Release for an attempt that failed with cause: the
 // job is put back after delay and cause is added to its error history
@@ -112,19 +112,19 @@ func (q *Queue) ReleaseAfterError(ctx context.Context, job *Job, delay time.Dura
 	return nil
 }
 
-// PruneHistory deletes up to limit errors of the error history whose job
+// PruneErrorHistory deletes up to limit errors of the error history whose job
 // is in neither jobs nor failed_jobs, and returns how many went. dbqueue
 // deletes a job's history with the job; what is left over comes from a
 // process that died between the two, or from a job that Laravel's own
 // worker (which knows nothing of the history) finished. Run it now and
 // then, as `dbqueue failed prune` does.
-func (q *Queue) PruneHistory(ctx context.Context, limit int) (int64, error) {
+func (q *Queue) PruneErrorHistory(ctx context.Context, limit int) (int64, error) {
 	if limit <= 0 {
-		return 0, fmt.Errorf("dbqueue: PruneHistory: limit %d: must be at least 1", limit)
+		return 0, fmt.Errorf("dbqueue: PruneErrorHistory: limit %d: must be at least 1", limit)
 	}
 	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		n, err = q.history().PruneHistory(ctx, q.db, limit)
+		n, err = q.errorHistory().PruneErrors(ctx, q.db, limit)
 		return err
 	})
 	if err != nil {

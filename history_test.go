@@ -137,37 +137,37 @@ func TestStaleReleaseWritesNoHistory(t *testing.T) {
 	})
 }
 
-// A job keeps its newest HistoryKeep errors, each cut to
-// HistoryErrorBytes at a rune boundary.
+// A job keeps its newest ErrorHistoryKeep errors, each cut to
+// ErrorHistoryBytes at a rune boundary.
 func TestErrorHistoryIsBounded(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
 		id := push(t, q, dbqueue.NewJob{Name: "flaky"})
-		for i := range dbqueue.HistoryKeep + 3 {
+		for i := range dbqueue.ErrorHistoryKeep + 3 {
 			// An error's text is anyone's: a NUL and a byte that is not
 			// UTF-8 (neither fits PostgreSQL's text) must not stop the release.
-			releaseWith(t, q, "", "\x00\xff"+strings.Repeat("é", dbqueue.HistoryErrorBytes)+string(rune('a'+i)))
+			releaseWith(t, q, "", "\x00\xff"+strings.Repeat("é", dbqueue.ErrorHistoryBytes)+string(rune('a'+i)))
 		}
 		got := errorsOf(t, q, id)
-		if len(got) != dbqueue.HistoryKeep {
-			t.Fatalf("%d errors kept, want %d", len(got), dbqueue.HistoryKeep)
+		if len(got) != dbqueue.ErrorHistoryKeep {
+			t.Fatalf("%d errors kept, want %d", len(got), dbqueue.ErrorHistoryKeep)
 		}
-		if got[0].Attempt != 4 || got[len(got)-1].Attempt != dbqueue.HistoryKeep+3 {
+		if got[0].Attempt != 4 || got[len(got)-1].Attempt != dbqueue.ErrorHistoryKeep+3 {
 			t.Fatalf("kept attempts %d..%d, want the newest", got[0].Attempt, got[len(got)-1].Attempt)
 		}
 		for _, e := range got {
-			if len(e.Error) > dbqueue.HistoryErrorBytes || !utf8.ValidString(e.Error) || !strings.Contains(e.Error, "[cut from") {
+			if len(e.Error) > dbqueue.ErrorHistoryBytes || !utf8.ValidString(e.Error) || !strings.Contains(e.Error, "[cut from") {
 				t.Fatalf("error of %d bytes (valid UTF-8: %v) not cut as promised", len(e.Error), utf8.ValidString(e.Error))
 			}
 		}
-		if n := db.Count(t, "SELECT COUNT(*) FROM dbqueue_job_errors"); n != dbqueue.HistoryKeep {
-			t.Fatalf("%d history rows stored, want %d", n, dbqueue.HistoryKeep)
+		if n := db.Count(t, "SELECT COUNT(*) FROM dbqueue_job_errors"); n != dbqueue.ErrorHistoryKeep {
+			t.Fatalf("%d history rows stored, want %d", n, dbqueue.ErrorHistoryKeep)
 		}
 	})
 }
 
 // A job that never failed carries no mark, and a cancelled job or a
-// cleared queue takes its history along; PruneHistory removes what a
+// cleared queue takes its history along; PruneErrorHistory removes what a
 // delete that knew nothing of it (Laravel's worker) left.
 func TestErrorHistoryLeavesWithTheJob(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
@@ -189,8 +189,8 @@ func TestErrorHistoryLeavesWithTheJob(t *testing.T) {
 		c := push(t, q, dbqueue.NewJob{Name: "c"})
 		releaseWith(t, q, "", "c failed")
 		db.Exec(t, "DELETE FROM jobs WHERE id = ?", c) // as Laravel's worker deletes
-		if n, err := q.PruneHistory(ctx, 10); err != nil || n != 1 {
-			t.Fatalf("PruneHistory: %d, %v; want 1", n, err)
+		if n, err := q.PruneErrorHistory(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("PruneErrorHistory: %d, %v; want 1", n, err)
 		}
 	})
 }
@@ -222,8 +222,8 @@ func TestNoHistoryTableKeepsNoHistory(t *testing.T) {
 		if err := q.Delete(ctx, done); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := q.PruneHistory(ctx, 10); err != nil || n != 0 {
-			t.Fatalf("PruneHistory without its table: %d, %v", n, err)
+		if n, err := q.PruneErrorHistory(ctx, 10); err != nil || n != 0 {
+			t.Fatalf("PruneErrorHistory without its table: %d, %v", n, err)
 		}
 	})
 }

@@ -64,7 +64,7 @@ type JobInfo struct {
 	// names the reservation that holds a reserved job.
 	Token int64
 	// Errors are the errors of its earlier attempts, oldest first (see
-	// HistoryKeep). Job reads them; Jobs and SearchJobs leave them nil.
+	// ErrorHistoryKeep). Job reads them; Jobs and SearchJobs leave them nil.
 	Errors []AttemptError
 }
 
@@ -77,7 +77,7 @@ func (q *Queue) newJobInfo(r dialect.StatedRow) JobInfo {
 	j := JobInfo{
 		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Attempts: r.Attempts,
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
-		Token: r.Token &^ dialect.HistoryMark,
+		Token: r.Token &^ dialect.ErrorHistoryMark,
 	}
 	if r.Reserved {
 		j.ReservedAt = time.Unix(r.ReservedAt, 0)
@@ -129,7 +129,7 @@ func (q *Queue) Job(ctx context.Context, id int64) (*JobInfo, error) {
 		return nil, fmt.Errorf("job %d: %w", id, ErrJobNotFound)
 	}
 	info := q.newJobInfo(row)
-	hist, err := q.history().JobHistory(ctx, q.db, id)
+	hist, err := q.errorHistory().JobErrors(ctx, q.db, id)
 	if err != nil {
 		return nil, sqldb.Wrap(fmt.Sprintf("job %d: error history", id), err)
 	}

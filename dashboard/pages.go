@@ -31,7 +31,7 @@ var pages = func() map[string]*template.Template {
 		"firstLine": firstLine,
 		"pretty":    pretty,
 		// The bounds the job and search pages state.
-		"historyKeep": func() int { return dbqueue.HistoryKeep },
+		"historyKeep": func() int { return dbqueue.ErrorHistoryKeep },
 		"searchScan":  func() int { return dbqueue.DefaultSearchScan },
 		"searchLimit": func() int { return searchLimit },
 	}

@@ -74,7 +74,7 @@ type Job struct {
 	FailedAt time.Time
 	// Errors are the errors of the attempts before the one that failed
 	// it, oldest first, as the job's error history kept them (see
-	// dbqueue.HistoryKeep): Find reads them, List and Search leave them
+	// dbqueue.ErrorHistoryKeep): Find reads them, List and Search leave them
 	// nil. A job Laravel's worker failed has none.
 	Errors []dbqueue.AttemptError
 }
@@ -140,7 +140,7 @@ func (s *Store) Find(ctx context.Context, uuid string) (Job, error) {
 		return Job{}, fmt.Errorf("%w: %q", ErrNotFound, uuid)
 	}
 	job := s.jobsOf(rows)[0]
-	hist, err := s.sql.(dialect.History).FailedHistory(ctx, s.db, job.UUID)
+	hist, err := s.sql.(dialect.ErrorHistory).FailedErrors(ctx, s.db, job.UUID)
 	if err != nil {
 		return Job{}, sqldb.Wrap("find failed job: error history", err)
 	}

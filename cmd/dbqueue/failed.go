@@ -210,7 +210,7 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		p = c.progress("deleting error history whose job is gone")
 		var gone int64
 		for {
-			batch, err := q.PruneHistory(ctx, historyPrune)
+			batch, err := q.PruneErrorHistory(ctx, historyPrune)
 			if err != nil {
 				p.fail()
 				return err
@@ -225,7 +225,7 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 	return nil
 }
 
-// historyPrune is how many history rows one PruneHistory statement of
+// historyPrune is how many history rows one PruneErrorHistory statement of
 // failed prune deletes.
 const historyPrune = 1000
 

@@ -247,7 +247,7 @@ func (c *cli) printErrors(errs []dbqueue.AttemptError) {
 		fmt.Fprintln(c.out, "earlier errors: none kept")
 		return
 	}
-	fmt.Fprintf(c.out, "earlier errors (oldest first, the newest %d kept):\n", dbqueue.HistoryKeep)
+	fmt.Fprintf(c.out, "earlier errors (oldest first, the newest %d kept):\n", dbqueue.ErrorHistoryKeep)
 	for _, e := range errs {
 		fmt.Fprintf(c.out, "  attempt %d at %s on %s:\n    %s\n", e.Attempt, formatTime(e.At), printable(e.Worker),
 			strings.ReplaceAll(printableLines(e.Error), "\n", "\n    "))

@@ -260,7 +260,7 @@ func (c *common) deleteHeldReturning(ctx context.Context, db sqldb.DB, held []He
 		return keys, err
 	}
 	// A second statement (MariaDB, and SQLite's rare fallback): history
-	// it leaves behind when it fails is PruneHistory's.
+	// it leaves behind when it fails is PruneErrors'.
 	_ = c.dropMarked(ctx, db, keys)
 	return keys, nil
 }

@@ -130,7 +130,7 @@ type Release struct {
 // ReleaseError is the error a release writes to the row's history (the
 // attempt is the Held's).
 type ReleaseError struct {
-	Error  string // at most HistoryErrorBytes
+	Error  string // at most ErrorHistoryBytes
 	Worker string
 }
 
@@ -352,7 +352,7 @@ func For(name string, t Tables, srv MySQLServer) (Dialect, error) {
 func ClaimText(d Dialect) string {
 	switch d := d.(type) {
 	case *postgres:
-		return d.claim
+		return d.claim + "\n" + d.claimFrom
 	case *sqlite:
 		return d.claim
 	case *mysql:

@@ -14,7 +14,7 @@ import (
 // SQLite) as the release itself, for the rows the release found held, so
 // a stale holder never writes into the new holder's history.
 //
-// A row of jobs with history carries HistoryMark in its reservation
+// A row of jobs with history carries ErrorHistoryMark in its reservation
 // token: the release that writes the first error sets the bit in the
 // same UPDATE, and a retry from failed_jobs sets it on a row whose
 // history came back with it. A finish reads the bit from the token it
@@ -24,18 +24,18 @@ import (
 // reservation is handed out twice. Laravel's workers never read the
 // token.
 const (
-	// HistoryKeep is how many errors a job keeps (the newest).
-	HistoryKeep = 5
-	// HistoryErrorBytes bounds one error's text.
-	HistoryErrorBytes = 4096
-	// HistoryMark is the reservation-token bit of rows with history.
-	HistoryMark int64 = 1 << 48
+	// ErrorHistoryKeep is how many errors a job keeps (the newest).
+	ErrorHistoryKeep = 5
+	// ErrorHistoryBytes bounds one error's text.
+	ErrorHistoryBytes = 4096
+	// ErrorHistoryMark is the reservation-token bit of rows with history.
+	ErrorHistoryMark int64 = 1 << 48
 )
 
-var historyMark = strconv.FormatInt(HistoryMark, 10)
+var historyMark = strconv.FormatInt(ErrorHistoryMark, 10)
 
 // Marked reports whether a reservation's token says its row has history.
-func Marked(token int64) bool { return token&HistoryMark != 0 }
+func Marked(token int64) bool { return token&ErrorHistoryMark != 0 }
 
 // AttemptError is one error of an attempt to run a job.
 type AttemptError struct {
@@ -47,20 +47,20 @@ type AttemptError struct {
 	At int64
 }
 
-// History is the SQL of error history. Every dialect implements it, and
+// ErrorHistory is the SQL of error history. Every dialect implements it, and
 // callers assert it.
-type History interface {
-	// JobHistory reads the errors of row id of jobs, oldest first.
-	JobHistory(ctx context.Context, ex sqldb.Execer, id int64) ([]AttemptError, error)
-	// FailedHistory reads the errors a failed job brought with it.
-	FailedHistory(ctx context.Context, ex sqldb.Execer, uuid string) ([]AttemptError, error)
-	// DropHistory deletes the errors of rows of jobs that are gone.
-	DropHistory(ctx context.Context, ex sqldb.Execer, ids []int64) error
-	// PruneHistory deletes up to limit errors whose job left both jobs
+type ErrorHistory interface {
+	// JobErrors reads the errors of row id of jobs, oldest first.
+	JobErrors(ctx context.Context, ex sqldb.Execer, id int64) ([]AttemptError, error)
+	// FailedErrors reads the errors a failed job brought with it.
+	FailedErrors(ctx context.Context, ex sqldb.Execer, uuid string) ([]AttemptError, error)
+	// DropErrors deletes the errors of rows of jobs that are gone.
+	DropErrors(ctx context.Context, ex sqldb.Execer, ids []int64) error
+	// PruneErrors deletes up to limit errors whose job left both jobs
 	// and failed_jobs without taking them along (a job deleted by
 	// Laravel's worker, or a process that died between a job's delete
 	// and its history's), and says how many it deleted.
-	PruneHistory(ctx context.Context, ex sqldb.Execer, limit int) (int64, error)
+	PruneErrors(ctx context.Context, ex sqldb.Execer, limit int) (int64, error)
 }
 
 func (c *common) errorsTable() string { return c.tables.ErrorsTable() }
@@ -89,9 +89,9 @@ func probeHistory(ctx context.Context, ex sqldb.Execer, d Dialect) error {
 	return err
 }
 
-// HistoryOff reports whether d keeps no error history (its table is
+// ErrorHistoryOff reports whether d keeps no error history (its table is
 // missing: run migrate up).
-func HistoryOff(d Dialect) bool { return d.(based).base().noHistory }
+func ErrorHistoryOff(d Dialect) bool { return d.(based).base().noHistory }
 
 const historyColumns = "attempt, error, worker, created_at"
 
@@ -119,15 +119,15 @@ func (c *common) readHistory(ctx context.Context, ex sqldb.Execer, where string,
 	return out, rows.Err()
 }
 
-func (c *common) JobHistory(ctx context.Context, ex sqldb.Execer, id int64) ([]AttemptError, error) {
+func (c *common) JobErrors(ctx context.Context, ex sqldb.Execer, id int64) ([]AttemptError, error) {
 	return c.readHistory(ctx, ex, "job_id", id)
 }
 
-func (c *common) FailedHistory(ctx context.Context, ex sqldb.Execer, uuid string) ([]AttemptError, error) {
+func (c *common) FailedErrors(ctx context.Context, ex sqldb.Execer, uuid string) ([]AttemptError, error) {
 	return c.readHistory(ctx, ex, "failed_uuid", uuid)
 }
 
-func (c *common) DropHistory(ctx context.Context, ex sqldb.Execer, ids []int64) error {
+func (c *common) DropErrors(ctx context.Context, ex sqldb.Execer, ids []int64) error {
 	if len(ids) == 0 || c.noHistory {
 		return nil
 	}
@@ -135,7 +135,7 @@ func (c *common) DropHistory(ctx context.Context, ex sqldb.Execer, ids []int64) 
 	return err
 }
 
-func (c *common) PruneHistory(ctx context.Context, ex sqldb.Execer, limit int) (int64, error) {
+func (c *common) PruneErrors(ctx context.Context, ex sqldb.Execer, limit int) (int64, error) {
 	if c.noHistory {
 		return 0, nil
 	}
@@ -181,18 +181,18 @@ func (c *common) writesHistory(rs []Release) bool {
 	return false
 }
 
-// pruneBefore is the DELETE that leaves the newest HistoryKeep-1 errors
+// pruneBefore is the DELETE that leaves the newest ErrorHistoryKeep-1 errors
 // of rows whose ids the subquery ids selects, before one more is written.
 // The derived table keeps MySQL from refusing a DELETE that reads its own
 // table.
 func (c *common) pruneBefore(ids string) string {
 	e := c.errorsTable()
 	return "DELETE FROM " + e + " WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY id DESC) AS n FROM " +
-		e + " WHERE job_id IN (" + ids + ")) AS ranked WHERE n >= " + strconv.Itoa(HistoryKeep) + ")"
+		e + " WHERE job_id IN (" + ids + ")) AS ranked WHERE n >= " + strconv.Itoa(ErrorHistoryKeep) + ")"
 }
 
 // recordErrors writes the errors of released rows inside the release's
-// transaction: the oldest beyond HistoryKeep go first.
+// transaction: the oldest beyond ErrorHistoryKeep go first.
 func (c *common) recordErrors(ctx context.Context, tx sqldb.Execer, entries []historyEntry) error {
 	if len(entries) == 0 || c.noHistory {
 		return nil
@@ -270,7 +270,7 @@ func (c *common) dropMarked(ctx context.Context, ex sqldb.Execer, deleted []Key)
 			ids = append(ids, k.ID)
 		}
 	}
-	return c.DropHistory(ctx, ex, ids)
+	return c.DropErrors(ctx, ex, ids)
 }
 
 // withHistory wraps a DELETE of jobs … RETURNING jobs.id,
@@ -286,7 +286,7 @@ func (c *common) dropHeldHistory(ctx context.Context, tx sqldb.Execer, h Held) e
 	if !Marked(h.Token) || c.noHistory {
 		return nil
 	}
-	return c.DropHistory(ctx, tx, []int64{h.ID})
+	return c.DropErrors(ctx, tx, []int64{h.ID})
 }
 
 // historyBack hands the errors of retried failed rows to their new rows
@@ -337,7 +337,7 @@ func (c *common) dropQueueHistory(ctx context.Context, ex sqldb.Execer, queue st
 }
 
 var (
-	_ History = (*postgres)(nil)
-	_ History = (*mysql)(nil)
-	_ History = (*sqlite)(nil)
+	_ ErrorHistory = (*postgres)(nil)
+	_ ErrorHistory = (*mysql)(nil)
+	_ ErrorHistory = (*sqlite)(nil)
 )
