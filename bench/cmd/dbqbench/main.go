@@ -63,7 +63,7 @@ func main() {
 	var (
 		c          config
 		dialects   = flag.String("dialects", "pg,mariadb,sqlite", "comma-separated databases to run: pg, mariadb, sqlite")
-		measures   = flag.String("measure", strings.Join(allMeasures, ","), "comma-separated measurements: "+strings.Join(allMeasures, ", "))
+		measures   = flag.String("measure", strings.Join(allMeasures, ","), "comma-separated measurements: "+strings.Join(allMeasures, ", ")+"; or one of "+strings.Join(standaloneMeasures, ", ")+" alone")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.StringVar(&c.pgDSN, "pg", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL DSN (tables go to schema "+dbqueueq.Schema+")")
@@ -94,6 +94,10 @@ func main() {
 			log.Fatalf("unknown dialect %q: use pg, mariadb, sqlite", d)
 		}
 		c.dialects = append(c.dialects, d)
+	}
+	if m, ok := standalone(*measures); ok {
+		runStandalone(&c, m)
+		return
 	}
 	for m := range strings.SplitSeq(*measures, ",") {
 		m = strings.TrimSpace(m)
