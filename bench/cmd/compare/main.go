@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue/bench"
+	"github.com/dbqueue/dbqueue/bench/asynqq"
 	"github.com/dbqueue/dbqueue/bench/ceiling"
 	"github.com/dbqueue/dbqueue/bench/dbqueueq"
 	"github.com/dbqueue/dbqueue/bench/riverq"
@@ -47,6 +48,7 @@ type config struct {
 	riverConns   int
 	otel         bool // also run each dbqueue system with OpenTelemetry on
 	handler      string
+	redisFsync   string // asynq's Redis: appendfsync policy, "" = no append-only file
 }
 
 // handlerInsert is -handler insert: every job's handler inserts one row
@@ -78,6 +80,9 @@ var registry = []struct {
 	}},
 	{bench.RiverName, func(ctx context.Context, c *config) (bench.System, error) {
 		return riverq.New(ctx, c.pgDSN, riverq.Options{Fast: c.riverFast, MaxConns: int32(c.riverConns)})
+	}},
+	{asynqq.Name, func(ctx context.Context, c *config) (bench.System, error) {
+		return asynqq.New(ctx, asynqq.Options{Concurrency: c.dbqueue.Concurrency, AppendFsync: c.redisFsync})
 	}},
 	{ceiling.CeilingPG, func(ctx context.Context, c *config) (bench.System, error) {
 		return ceiling.NewPG(ctx, c.pgDSN, c.ceiling)
@@ -177,6 +182,7 @@ func main() {
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
 	flag.StringVar(&c.handler, "handler", "", "what each job's handler does: \"\" (nothing) or \"insert\" (insert one row: dbqueue with a transactional handler and with a plain one, against a hand-written transaction loop; systems "+strings.Join(insertSystems, ",")+")")
+	flag.StringVar(&c.redisFsync, "redis-appendfsync", "", "asynq: run its private Redis with the append-only file on and this appendfsync policy (everysec, always); \"\" = Redis's defaults, no append-only file")
 	flag.BoolVar(&c.otel, "otel", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-otel, with OpenTelemetry metrics and traces on (an SDK exporting nowhere), beside it in every round")
 	flag.Parse()
 	systemsSet := false
