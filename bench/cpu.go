@@ -88,3 +88,13 @@ func serverTicks() map[string]int64 {
 	}
 	return ticks
 }
+
+// CPUMark is the CPU clocks at one moment, for measurements the harness's
+// BurnDown and EndToEnd do not cover (dbqbench's width and payload runs).
+type CPUMark struct{ s cpuSnapshot }
+
+// MarkCPU reads both clocks now.
+func MarkCPU() CPUMark { return CPUMark{takeCPU()} }
+
+// Since is the CPU spent from m until now.
+func (m CPUMark) Since() CPU { return takeCPU().since(m.s) }

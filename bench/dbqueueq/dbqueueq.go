@@ -491,6 +491,9 @@ type Run struct {
 	errs      *errorLog
 }
 
+// Done is closed when the n-th job has run.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
 // Processed is how many jobs have run so far.
 func (r *Run) Processed() int64 { return r.processed.Load() }
 

@@ -19,8 +19,8 @@ import (
 // standaloneMeasures each run alone (one per invocation), on each of
 // -dialects in turn, and print their own report instead of the table of
 // the other measurements: they load the database in ways that would
-// disturb those (an hour of churn).
-var standaloneMeasures = []string{"soak", "soak-plot"}
+// disturb those (an hour of churn, 10,000 queues, 16 processes).
+var standaloneMeasures = []string{"soak", "soak-plot", "width-queues", "procs"}
 
 // standalone reports which standalone measurement -measure names, if any;
 // it must then be the only one.
@@ -42,6 +42,12 @@ func standalone(measures string) (string, bool) {
 func runStandalone(c *config, m string) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if m == "procs" && *procsChild {
+		if err := runProcsChild(ctx, c); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if m == "soak-plot" {
 		if err := replot(flag.Args()); err != nil {
 			log.Fatal(err)
@@ -56,6 +62,10 @@ func runStandalone(c *config, m string) {
 			log.Fatal(err)
 		}
 		run = func(ctx context.Context, c *config, d string) error { return runSoak(ctx, c, d, sc) }
+	case "width-queues":
+		run = runWidthQueues
+	case "procs":
+		run = runProcs
 	}
 	failed := false
 	for _, d := range c.dialects {
