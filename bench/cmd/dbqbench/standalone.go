@@ -19,8 +19,9 @@ import (
 // standaloneMeasures each run alone (one per invocation), on each of
 // -dialects in turn, and print their own report instead of the table of
 // the other measurements: they load the database in ways that would
-// disturb those (an hour of churn, 10,000 queues, 16 processes).
-var standaloneMeasures = []string{"soak", "soak-plot", "width-queues", "procs"}
+// disturb those (an hour of churn, 10,000 queues, 16 processes, 1 MB
+// payloads).
+var standaloneMeasures = []string{"soak", "soak-plot", "width-queues", "procs", "payload"}
 
 // standalone reports which standalone measurement -measure names, if any;
 // it must then be the only one.
@@ -66,6 +67,8 @@ func runStandalone(c *config, m string) {
 		run = runWidthQueues
 	case "procs":
 		run = runProcs
+	case "payload":
+		run = runPayload
 	}
 	failed := false
 	for _, d := range c.dialects {
