@@ -40,7 +40,7 @@ const procsSchema = "dbqueue_procs"
 // procsApp is the application_name the children connect with on
 // PostgreSQL, so their connections can be counted apart from everyone
 // else's on the server.
-const procsApp = "dbqueue bench procs"
+const procsApp = "dbqueue-bench-procs"
 
 // runProcsChild is one child: open the queue, say "ready", wait for "go"
 // on stdin, work with StopWhenEmpty, print "done N" and exit.
@@ -91,8 +91,14 @@ type countingHandler struct {
 func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	if h.n.Add(1) == 1 {
+		var b strings.Builder
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			b.WriteString(" " + a.String())
+			return true
+		})
 		h.mu.Lock()
-		h.line = r.Message
+		h.line = b.String()
 		h.mu.Unlock()
 	}
 	return nil

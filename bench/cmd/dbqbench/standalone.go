@@ -104,7 +104,7 @@ func replot(paths []string) error {
 		if len(el) == 0 {
 			return fmt.Errorf("%s: no samples", p)
 		}
-		s, err := summarizeSoakFile(p, soakWarmup(time.Duration(el[len(el)-1]*float64(time.Second))))
+		s, err := summarizeSoakFile(p, soakWarmup(time.Duration(el[len(el)-1]*float64(time.Second))).Round(time.Second))
 		if err != nil {
 			return err
 		}

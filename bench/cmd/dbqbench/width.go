@@ -94,7 +94,7 @@ func runWidthQueues(ctx context.Context, c *config, d string) error {
 	}
 	var b strings.Builder
 	b.WriteString(reportHead(fmt.Sprintf("Width: %d jobs through one weighted worker (%s)", jobs, d), version, began, loadBefore))
-	fmt.Fprintf(&b, "- worker: Concurrency %d, Prefetch %d, QueueWeights 1, 2, 3 in turn over the listed queues; medians of %d rounds\n\n",
+	fmt.Fprintf(&b, "- worker: Concurrency %d, Prefetch %d, QueueWeights 1, 2, 3 in turn over the listed queues; medians of %d rounds\n",
 		c.worker.Concurrency, c.worker.Prefetch, c.rounds)
 	fmt.Fprintf(&b, "- a measurement stops after %s (-width-max); its rate is then the jobs done by then over that time\n\n", *widthMax)
 	b.WriteString("| queues | median jobs/s | min | max | × first row | client µs/job | server µs/job | stopped early, jobs done |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
