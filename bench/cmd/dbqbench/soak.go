@@ -47,11 +47,12 @@ var soakCommon = []string{"elapsed_s", "pushed_per_s", "done_per_s", "pending", 
 type soakConfig struct {
 	dur, every time.Duration
 	rate       float64 // 0: auto
+	rateText   string  // as given: "auto" or a number
 	dir        string
 }
 
 func parseSoak() (soakConfig, error) {
-	sc := soakConfig{dur: *soakFor, every: *soakSample, dir: *soakDir}
+	sc := soakConfig{dur: *soakFor, every: *soakSample, dir: *soakDir, rateText: *soakRate}
 	if sc.dur <= 0 {
 		return sc, errors.New("-for must be positive (try 60m, or 1m for a smoke run)")
 	}
@@ -117,7 +118,7 @@ func runSoak(ctx context.Context, c *config, d string, sc soakConfig) error {
 	}
 	defer f.Close()
 	began := time.Now()
-	header := fmt.Sprintf("dbqbench -measure soak -dialects %s -for %s -rate %s: %s (%s), pushing %.0f jobs/s", d, sc.dur, *soakRate, title, version, rate)
+	header := fmt.Sprintf("dbqbench -measure soak -dialects %s -for %s -rate %s: %s (%s), pushing %.0f jobs/s", d, sc.dur, sc.rateText, title, version, rate)
 	if capacity > 0 {
 		header += fmt.Sprintf(" (%.0f%% of the %.0f jobs/s end-to-end capacity measured first)", soakShare*100, capacity)
 	}
