@@ -117,6 +117,7 @@ type procsResult struct {
 	peakConns int
 	lockWait  float64 // PostgreSQL: mean backends waiting on a lock; MariaDB: row lock waits per 1,000 jobs
 	cpu       bench.CPU
+	failed    string // why the run failed (a child logged warnings, exited non-zero), or ""
 }
 
 // runProcs burns down the same backlog with one worker process and with
@@ -149,8 +150,12 @@ func runProcs(ctx context.Context, c *config, d string) error {
 			rctx, cancel := context.WithTimeout(ctx, c.timeout)
 			r, err := procsOnce(rctx, c, d, sys.Admin(), sys.Queue(), childDSN, p)
 			cancel()
-			if err != nil {
+			if err != nil && (i == 0 || ctx.Err() != nil) {
 				return fmt.Errorf("%d processes: %w", p, err)
+			}
+			if err != nil { // a finding, not a broken benchmark: keep it in the table
+				r.failed = err.Error()
+				fmt.Fprintf(os.Stderr, "%s %-8s round %d  %2d × %d  FAILED: %v\n", time.Now().Format("15:04:05"), d, round+1, p, *procsConcurrency, err)
 			}
 			res[i] = append(res[i], r)
 			fmt.Fprintf(os.Stderr, "%s %-8s round %d  %2d × %d  %8.0f jobs/s  peak connections %d  lock waits %.2f  load %s\n",
@@ -172,11 +177,21 @@ func runProcs(ctx context.Context, c *config, d string) error {
 	base := 0.0
 	for i, p := range counts {
 		var rates, conns, locks []float64
+		failures := 0
 		for _, r := range res[i] {
-			rates, conns, locks = append(rates, r.rate), append(conns, float64(r.peakConns)), append(locks, r.lockWait)
+			conns = append(conns, float64(r.peakConns))
+			if r.failed != "" {
+				failures++
+				continue
+			}
+			rates, locks = append(rates, r.rate), append(locks, r.lockWait)
 		}
 		if i == 0 {
 			base = median(rates)
+		}
+		if len(rates) == 0 {
+			fmt.Fprintf(&b, "| %d × %d | failed in %d of %d rounds: %s | | | | %.0f | |\n", p, *procsConcurrency, failures, len(res[i]), firstLine(res[i][0].failed), maxOf(conns))
+			continue
 		}
 		connText, lockText := fmt.Sprintf("%.0f", maxOf(conns)), fmt.Sprintf("%.2f", median(locks))
 		if d == "sqlite" {
@@ -224,9 +239,10 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 		return r, err
 	}
 	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		out    *bufio.Reader
+		stderr *tailBuffer
 	}
 	var kids []child
 	defer func() {
@@ -240,7 +256,8 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 	for range p {
 		cmd := exec.CommandContext(ctx, self, "-measure", "procs", "-procs-child", "-procs-dsn", dsn,
 			"-procs-concurrency", strconv.Itoa(*procsConcurrency), "-prefetch", strconv.Itoa(c.worker.Prefetch), "-sleep", c.worker.Sleep.String())
-		cmd.Stderr = os.Stderr
+		stderr := &tailBuffer{}
+		cmd.Stderr = stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return r, err
@@ -252,7 +269,7 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 		if err := cmd.Start(); err != nil {
 			return r, err
 		}
-		kids = append(kids, child{cmd, stdin, bufio.NewReader(stdout)})
+		kids = append(kids, child{cmd, stdin, bufio.NewReader(stdout), stderr})
 	}
 	for i, k := range kids {
 		if line, err := k.out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
@@ -281,7 +298,7 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 	for i, k := range kids {
 		line, _ := k.out.ReadString('\n')
 		if err := k.cmd.Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("child %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("child %d: %w: %s", i, err, k.stderr.last()))
 			continue
 		}
 		n, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(line), "done "), 10, 64)
@@ -294,6 +311,7 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 	r.cpu = mark.Since()
 	stopSampling()
 	wg.Wait()
+	r.peakConns = int(conns.Load() - baseConns)
 	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}
@@ -301,7 +319,6 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 		return r, fmt.Errorf("children ran %d jobs, want %d", total, *procsJobs)
 	}
 	r.rate = float64(total) / elapsed.Seconds()
-	r.peakConns = int(conns.Load() - baseConns)
 	switch d {
 	case "pg":
 		if s := samples.Load(); s > 0 {
@@ -379,4 +396,35 @@ func rowLockWaits(ctx context.Context, admin *sql.DB, d string) (int64, error) {
 	var v int64
 	err := admin.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'").Scan(&name, &v)
 	return v, err
+}
+
+// firstLine is an error's first line, for a table cell.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return strings.ReplaceAll(s, "|", "/")
+}
+
+// tailBuffer keeps the last 4 KB a child wrote to its stderr, for the
+// error that says why it failed.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = t.buf[len(t.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+// last is the last non-empty line written.
+func (t *tailBuffer) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return lines[len(lines)-1]
 }
