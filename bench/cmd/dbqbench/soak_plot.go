@@ -54,7 +54,7 @@ func plotSoakFile(csvPath, pngPath string) error {
 		return fmt.Errorf("%s: no samples to plot", csvPath)
 	}
 	warm := soakWarmup(time.Duration(el[len(el)-1] * float64(time.Second)))
-	names := t.series()
+	names := append(t.series(), "load1") // the machine's, beside the queue's, to read the rest against
 	headerLines := wrap(t.header, (plotCols*panelW-20)/7)
 	top := 10 + 15*len(headerLines) + 8
 	rows := (len(names) + plotCols - 1) / plotCols
@@ -88,7 +88,8 @@ func panel(img *image.RGBA, r image.Rectangle, name string, el, ys []float64, wa
 	}
 	s := spreadOf(after)
 	lo, hi := minMax(ys)
-	if len(after) > 0 && name != "autovacuums" {
+	banded := len(after) > 0 && name != "autovacuums" && name != "load1"
+	if banded {
 		lo, hi = math.Min(lo, s.mean*0.9), math.Max(hi, s.mean*1.1)
 	}
 	lo = math.Min(lo, 0) // from zero, so a small wobble on a large value looks small
@@ -104,7 +105,7 @@ func panel(img *image.RGBA, r image.Rectangle, name string, el, ys []float64, wa
 		y := area.Min.Y + k*(area.Dy()-1)/4
 		hline(img, area.Min.X, area.Max.X, y, colGrid)
 	}
-	if len(after) > 0 && name != "autovacuums" {
+	if banded {
 		band := image.Rect(px(warm.Seconds()), py(s.mean*1.1), area.Max.X, py(s.mean*0.9)+1).Intersect(area)
 		draw.Draw(img, band, image.NewUniform(colBand), image.Point{}, draw.Src)
 	}
@@ -118,7 +119,10 @@ func panel(img *image.RGBA, r image.Rectangle, name string, el, ys []float64, wa
 		dot(img, px(el[i]), py(ys[i]), colLine)
 	}
 	title, tc := name, colText
-	if len(after) > 0 && name != "autovacuums" {
+	if name == "load1" {
+		title = "load1 (the machine's load average, not the queue's)"
+	}
+	if banded {
 		title = fmt.Sprintf("%s  mean %s, +/-%.0f%%", name, num(s.mean), s.dev*100)
 		if s.dev > 0.10 {
 			tc = colOver

@@ -84,15 +84,15 @@ func (t *soakTable) series() []string {
 // spread is a series after the warm-up: its mean, range and the largest
 // distance from the mean as a share of it.
 type spread struct {
-	mean, lo, hi, dev float64
-	n                 int
+	mean, median, lo, hi, dev float64
+	n                         int
 }
 
 func spreadOf(xs []float64) spread {
 	if len(xs) == 0 {
 		return spread{}
 	}
-	s := spread{lo: slices.Min(xs), hi: slices.Max(xs), n: len(xs)}
+	s := spread{lo: slices.Min(xs), hi: slices.Max(xs), n: len(xs), median: median(xs)}
 	for _, x := range xs {
 		s.mean += x
 	}
@@ -131,19 +131,19 @@ func summarizeSoakFile(path string, warm time.Duration) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d samples over %s; after the first %s (%d samples): load average %.1f–%.1f (mean %.1f)\n\n",
 		len(el), time.Duration(el[len(el)-1]*float64(time.Second)).Round(time.Second), warm, len(t.after("elapsed_s", warm)), load.lo, load.hi, load.mean)
-	b.WriteString("| series | mean | min | max | largest distance from the mean | within ±10% |\n|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| series | mean | median | min | max | largest distance from the mean | within ±10% |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, name := range t.series() {
 		xs := t.after(name, warm)
 		s := spreadOf(xs)
 		if name == "autovacuums" {
-			fmt.Fprintf(&b, "| %s | – | %s | %s | %s runs in the window | – |\n", name, num(s.lo), num(s.hi), num(s.hi-s.lo))
+			fmt.Fprintf(&b, "| %s | – | – | %s | %s | %s runs in the window | – |\n", name, num(s.lo), num(s.hi), num(s.hi-s.lo))
 			continue
 		}
 		verdict := "yes"
 		if s.dev > 0.10 {
 			verdict = "**no**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f%% | %s |\n", name, num(s.mean), num(s.lo), num(s.hi), s.dev*100, verdict)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.0f%% | %s |\n", name, num(s.mean), num(s.median), num(s.lo), num(s.hi), s.dev*100, verdict)
 	}
 	return b.String(), nil
 }
