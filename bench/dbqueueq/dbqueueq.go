@@ -100,6 +100,14 @@ type Options struct {
 	// every span and exports nowhere (see otelSDK). The system's name
 	// gets OTelSuffix.
 	OTel bool
+	// NoMetrics runs the workers with the metrics and heartbeat of
+	// worker.Options.MetricsInterval off (negative), where they are on by
+	// default. The system's name gets NoMetricsSuffix.
+	NoMetrics bool
+	// History runs the workers with worker.Options.HistoryRetention set:
+	// a row of the job history per finished job. The system's name gets
+	// HistorySuffix.
+	History bool
 	// Handler is what each job's handler does: HandlerNoop (""),
 	// HandlerInsertTx or HandlerInsert (see insert.go).
 	Handler string
@@ -112,6 +120,13 @@ type Options struct {
 	Queues       []string
 	QueueWeights map[string]int
 }
+
+// NoMetricsSuffix and HistorySuffix end the names of systems run with
+// Options.NoMetrics and Options.History.
+const (
+	NoMetricsSuffix = "-nometrics"
+	HistorySuffix   = "-history"
+)
 
 // MaxClaim is the most jobs one claim of dbqueue's worker takes
 // (worker/worker.go: min(want, 1000)).
@@ -173,13 +188,15 @@ type System struct {
 	prepare func(ctx context.Context) error
 	o       Options
 
-	admin   *sql.DB          // migrations, TRUNCATE, version
-	push    *dbqueue.Queue   // producer side
-	queues  []*dbqueue.Queue // one per worker
-	jobs    []dbqueue.NewJob // a batch of no-op jobs
-	handler worker.HandlerFunc
-	otel    *otelSDK  // with Options.OTel
-	effects effectsDB // with Options.Handler HandlerInsert
+	admin      *sql.DB          // migrations, TRUNCATE, version
+	push       *dbqueue.Queue   // producer side
+	queues     []*dbqueue.Queue // one per worker
+	jobs       []dbqueue.NewJob // a batch of no-op jobs
+	handler    worker.HandlerFunc
+	workQueues []string  // worker.Options.Queues of the runs started from now on (nil: the default queue)
+	overshoot  bool      // runs started from now on may process more than their n
+	otel       *otelSDK  // with Options.OTel
+	effects    effectsDB // with Options.Handler HandlerInsert
 }
 
 var _ bench.System = (*System)(nil)
@@ -272,6 +289,12 @@ func (s *System) open(ctx context.Context) error {
 	default:
 		return fmt.Errorf("%s: unknown handler %q (have %q, %q, %q)", s.name, s.o.Handler, HandlerNoop, HandlerInsertTx, HandlerInsert)
 	}
+	if s.o.NoMetrics {
+		s.name += NoMetricsSuffix
+	}
+	if s.o.History {
+		s.name += HistorySuffix
+	}
 	if s.o.OTel {
 		s.name += OTelSuffix
 		var err error
@@ -325,6 +348,15 @@ func (s *System) DSN() string { return s.dsn }
 // SetHandler replaces the no-op handler for the runs started from now on
 // (nil: the no-op again).
 func (s *System) SetHandler(h worker.HandlerFunc) { s.handler = h }
+
+// SetQueues sets the queues the workers of the runs started from now on
+// read (nil: the queue's default queue).
+func (s *System) SetQueues(queues ...string) { s.workQueues = queues }
+
+// SetOvershoot lets the runs started from now on process more jobs than
+// their n: a worker on a backlog longer than n still runs the jobs it had
+// claimed when the n-th ran, and Wait returns once they are done.
+func (s *System) SetOvershoot(on bool) { s.overshoot = on }
 
 // ServerVersion is the database's SELECT version() (sqlite_version()).
 func (s *System) ServerVersion(ctx context.Context) (string, error) {
@@ -421,6 +453,30 @@ func (s *System) Enqueue(ctx context.Context, n int) error {
 	return nil
 }
 
+// fillBatch is how many jobs one PushMany call of Fill carries: past
+// dbqueue's COPY threshold (10,000) on PostgreSQL; one transaction of
+// multi-row INSERTs on the others.
+const fillBatch = 50_000
+
+// Fill pushes n no-op jobs to queue ("": the default queue) with delay,
+// in PushMany calls of fillBatch: the fastest path a producer has (COPY on
+// PostgreSQL), for prefilling backlogs of millions.
+func (s *System) Fill(ctx context.Context, n int, queue string, delay time.Duration) error {
+	batch := make([]dbqueue.NewJob, min(n, fillBatch))
+	for i := range batch {
+		batch[i] = s.jobs[i%len(s.jobs)]
+		batch[i].Queue, batch[i].Delay = queue, delay
+	}
+	for n > 0 {
+		k := min(n, len(batch))
+		if _, err := s.push.PushMany(ctx, batch[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
 // Start runs Options.Workers workers until n jobs have been processed.
 func (s *System) Start(ctx context.Context, n int) (bench.Run, error) {
 	return s.StartRun(ctx, n)
@@ -429,21 +485,25 @@ func (s *System) Start(ctx context.Context, n int) (bench.Run, error) {
 // StartRun is Start with the concrete type.
 func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Run{n: int64(n), cancel: cancel, done: make(chan struct{}), errs: &errorLog{}}
+	r := &Run{n: int64(n), overshoot: s.overshoot, cancel: cancel, done: make(chan struct{}), errs: &errorLog{}}
 	h := s.handler
 	if h == nil {
 		h = func(context.Context, *dbqueue.Job) error { return nil }
 	}
 	logger := slog.New(r.errs)
+	queues := s.workQueues // SetQueues, else Options.Queues
+	if queues == nil {
+		queues = s.o.Queues
+	}
 	for i, q := range s.queues {
 		o := worker.Options{
 			Concurrency:  s.o.Concurrency,
 			Prefetch:     s.o.Prefetch,
 			Claims:       s.o.Claims,
 			Sleep:        s.o.Sleep,
-			Queues:       s.o.Queues,
-			QueueWeights: s.o.QueueWeights,
 			Name:         fmt.Sprintf("bench-%d", i),
+			Queues:       queues,
+			QueueWeights: s.o.QueueWeights,
 			Logger:       logger,
 			Events: worker.Events{
 				JobProcessed: func(context.Context, *dbqueue.Job, time.Duration) {
@@ -465,6 +525,12 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 		if s.otel != nil {
 			o = s.otel.inst.WorkerOptions(o)
 		}
+		if s.o.NoMetrics {
+			o.MetricsInterval = -1
+		}
+		if s.o.History {
+			o.HistoryRetention = time.Hour
+		}
 		w, err := worker.New(q, o)
 		if err != nil {
 			cancel()
@@ -484,6 +550,7 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 // Run is the set of workers of one measurement.
 type Run struct {
 	n         int64
+	overshoot bool
 	processed atomic.Int64
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -510,7 +577,7 @@ func (r *Run) Wait(ctx context.Context) (time.Time, error) {
 	r.cancel()
 	r.wg.Wait()
 	last := time.Now()
-	if got := r.processed.Load(); waitErr == nil && got != r.n {
+	if got := r.processed.Load(); waitErr == nil && (got < r.n || got > r.n && !r.overshoot) {
 		waitErr = fmt.Errorf("processed %d jobs, want exactly %d", got, r.n)
 	}
 	return last, errors.Join(waitErr, r.errs.err())

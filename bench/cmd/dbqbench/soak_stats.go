@@ -29,11 +29,11 @@ func statsFor(sys *dbqueueq.System, sqlitePath string) dbStats {
 	db := sys.Admin()
 	switch sys.Dialect() {
 	case dbqueue.Postgres:
-		return pgStats(db)
+		return pgSoakStats(db)
 	case dbqueue.MySQL:
-		return mariadbStats(db)
+		return mariadbSoakStats(db)
 	default:
-		return sqliteStats(db, sqlitePath)
+		return sqliteSoakStats(db, sqlitePath)
 	}
 }
 
@@ -52,7 +52,7 @@ func (p *perJobCounter) next(now float64, done int64) float64 {
 	return (now - p.prev) / float64(done)
 }
 
-func pgStats(db *sql.DB) dbStats {
+func pgSoakStats(db *sql.DB) dbStats {
 	var wal perJobCounter
 	return dbStats{
 		names: []string{"table_mib", "index_mib", "live_rows", "dead_rows", "autovacuums", "wal_bytes_per_job"},
@@ -70,7 +70,7 @@ func pgStats(db *sql.DB) dbStats {
 	}
 }
 
-func mariadbStats(db *sql.DB) dbStats {
+func mariadbSoakStats(db *sql.DB) dbStats {
 	var redo, binlog perJobCounter
 	return dbStats{
 		names: []string{"file_mib", "data_mib", "index_mib", "free_mib", "history_list", "redo_bytes_per_job", "binlog_bytes_per_job"},
@@ -132,7 +132,7 @@ func binlogBytes(ctx context.Context, db *sql.DB) (float64, error) {
 	return total, rows.Err()
 }
 
-func sqliteStats(db *sql.DB, path string) dbStats {
+func sqliteSoakStats(db *sql.DB, path string) dbStats {
 	return dbStats{
 		names: []string{"file_mib", "wal_mib", "free_pages"},
 		read: func(ctx context.Context, _ int64) ([]float64, error) {
