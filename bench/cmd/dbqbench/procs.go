@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,7 +149,7 @@ func runProcs(ctx context.Context, c *config, d string) error {
 	for round := range c.rounds {
 		for i, p := range counts {
 			rctx, cancel := context.WithTimeout(ctx, c.timeout)
-			r, err := procsOnce(rctx, c, d, sys.Admin(), sys.Queue(), childDSN, p)
+			r, err := procsOnce(rctx, c, d, sys, childDSN, p)
 			cancel()
 			if err != nil && (i == 0 || ctx.Err() != nil) {
 				return fmt.Errorf("%d processes: %w", p, err)
@@ -190,14 +191,14 @@ func runProcs(ctx context.Context, c *config, d string) error {
 			base = median(rates)
 		}
 		if len(rates) == 0 {
-			fmt.Fprintf(&b, "| %d × %d | failed in %d of %d rounds: %s | | | | %.0f | |\n", p, *procsConcurrency, failures, len(res[i]), firstLine(res[i][0].failed), maxOf(conns))
+			fmt.Fprintf(&b, "| %d × %d | failed in %d of %d rounds: %s | | | | %.0f | |\n", p, *procsConcurrency, failures, len(res[i]), firstLine(res[i][0].failed), slices.Max(conns))
 			continue
 		}
-		connText, lockText := fmt.Sprintf("%.0f", maxOf(conns)), fmt.Sprintf("%.2f", median(locks))
+		connText, lockText := fmt.Sprintf("%.0f", slices.Max(conns)), fmt.Sprintf("%.2f", median(locks))
 		if d == "sqlite" {
 			connText, lockText = "– (a file)", "–"
 		}
-		fmt.Fprintf(&b, "| %d × %d | %.0f | %.0f | %.0f | %.2f | %s | %s |\n", p, *procsConcurrency, median(rates), minOf(rates), maxOf(rates), median(rates)/base, connText, lockText)
+		fmt.Fprintf(&b, "| %d × %d | %.0f | %.0f | %.0f | %.2f | %s | %s |\n", p, *procsConcurrency, median(rates), slices.Min(rates), slices.Max(rates), median(rates)/base, connText, lockText)
 	}
 	fmt.Println(b.String())
 	return nil
@@ -222,12 +223,13 @@ func procsChildDSN(dsn, d string) (string, error) {
 // procsOnce prefills, starts p children, waits for each to say ready,
 // tells them all to go and times until the last exits, sampling
 // connections and lock waits meanwhile.
-func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbqueue.Queue, dsn string, p int) (procsResult, error) {
+func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, dsn string, p int) (procsResult, error) {
 	var r procsResult
-	if _, err := admin.ExecContext(ctx, map[string]string{"pg": "TRUNCATE jobs", "mariadb": "TRUNCATE TABLE jobs", "sqlite": "DELETE FROM jobs"}[d]); err != nil {
+	admin := sys.Admin()
+	if err := sys.Reset(ctx); err != nil {
 		return r, err
 	}
-	if err := pushNoops(ctx, q, *procsJobs); err != nil {
+	if err := sys.Enqueue(ctx, *procsJobs); err != nil {
 		return r, err
 	}
 	self, err := os.Executable()
@@ -332,22 +334,6 @@ func procsOnce(ctx context.Context, c *config, d string, admin *sql.DB, q *dbque
 		r.lockWait = float64(after-rowLocks0) / float64(total) * 1_000
 	}
 	return r, nil
-}
-
-// pushNoops pushes n no-op jobs with PushMany, 1,000 a call.
-func pushNoops(ctx context.Context, q *dbqueue.Queue, n int) error {
-	jobs := make([]dbqueue.NewJob, 1_000)
-	for i := range jobs {
-		jobs[i] = dbqueue.NewJob{Name: dbqueueq.JobName, Data: []byte(`{"num":0}`)}
-	}
-	for n > 0 {
-		k := min(n, len(jobs))
-		if _, err := q.PushMany(ctx, jobs[:k]); err != nil {
-			return err
-		}
-		n -= k
-	}
-	return nil
 }
 
 // sampleProcs keeps the peak of the children's connections and, on

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,7 +113,7 @@ func runWidthQueues(ctx context.Context, c *config, d string) error {
 		if partial[i] != "" {
 			early = strings.TrimSpace(partial[i])
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.1f | %s | %s |\n", wc, median(rows[i]), minOf(rows[i]), maxOf(rows[i]), median(rows[i])/base, median(cl), server, early)
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.2f | %.1f | %s | %s |\n", wc, median(rows[i]), slices.Min(rows[i]), slices.Max(rows[i]), median(rows[i])/base, median(cl), server, early)
 	}
 	fmt.Println(b.String())
 	return nil
@@ -176,19 +177,3 @@ func burnDownSpread(ctx context.Context, sys *dbqueueq.System, queues []string, 
 }
 
 func us(d time.Duration, n int) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
-}
