@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -254,6 +255,10 @@ func main() {
 		}
 		for _, oc := range opens {
 			s, err := r.open(ctx, &oc)
+			if errors.Is(err, asynqq.ErrNoRedis) && !systemsSet {
+				fmt.Fprintf(os.Stderr, "%s: left out: %v\n", r.name, err)
+				continue
+			}
 			if err != nil {
 				log.Fatalf("%s: %v", r.name, err)
 			}
