@@ -245,6 +245,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.failedPage(w, r)
 	case path == "/failed-job":
 		d.failedJobPage(w, r)
+	case path == "/metrics":
+		d.metricsPage(w, r)
+	case path == "/workers":
+		d.workersPage(w, r)
 	case path == "/api/stats":
 		d.statsJSON(w, r)
 	case strings.HasPrefix(path, "/static/"):

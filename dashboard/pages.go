@@ -30,10 +30,12 @@ var pages = func() map[string]*template.Template {
 		"when":      when,
 		"firstLine": firstLine,
 		"pretty":    pretty,
+		"ago":       ago,
+		"add":       func(a, b int) int { return a + b },
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html"))
 	out := map[string]*template.Template{}
-	for _, name := range []string{"queues", "jobs", "job", "failed", "failed-job", "error"} {
+	for _, name := range []string{"queues", "jobs", "job", "failed", "failed-job", "metrics", "workers", "error"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(files, "templates/"+name+".html"))
 	}
 	return out
@@ -113,6 +115,8 @@ type queuesData struct {
 	Queues   []QueueStats `json:"queues"`
 	Totals   Point        `json:"totals"`
 	History  []Point      `json:"history"`
+	// Throughput is the recorded chart the page shows (not in the JSON).
+	Throughput chart `json:"-"`
 }
 
 func (d *Dashboard) queuesData(r *http.Request) (queuesData, error) {
@@ -132,6 +136,7 @@ func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	data.Throughput = d.recentThroughput(r.Context())
 	d.render(w, r, http.StatusOK, "queues", d.view(w, r, "Queues", "queues", data))
 }
 
@@ -304,6 +309,14 @@ func age(seconds float64) string {
 		return fmt.Sprintf("%dh %dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd %dh", s/86400, s%86400/3600)
+}
+
+// ago is how long ago, in words: "just now", "42s ago".
+func ago(d time.Duration) string {
+	if d < time.Second {
+		return "just now"
+	}
+	return age(d.Seconds()) + " ago"
 }
 
 // when formats a time in UTC, or a dash for the zero time.

@@ -164,12 +164,14 @@ func rates(cur *sample, prev sample, interval time.Duration) {
 	cur.point.Gap = dt > 3*interval
 }
 
-// take reads the tables: the queues' sizes and pause state, the failed
-// jobs per queue, and the highest ids.
+// take reads the tables: every queue's sizes in one grouped query, the
+// failed jobs per queue in another, the pause state of the listed queues
+// in a query per thousand, and the highest ids. Its cost does not grow
+// with a query per queue.
 func (s *sampler) take(ctx context.Context) (sample, error) {
 	now := time.Now()
 	cur := sample{at: now, point: Point{Time: now.UnixMilli()}}
-	names, err := s.q.Queues(ctx)
+	sizes, err := s.q.SizesByQueue(ctx)
 	if err != nil {
 		return cur, err
 	}
@@ -184,25 +186,23 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 	for n := range s.seen {
 		list[n] = true
 	}
-	for _, n := range names {
+	for n := range sizes {
 		list[n] = true
 	}
 	for n := range failedBy {
 		list[n] = true
 	}
+	names := slices.Sorted(maps.Keys(list))
+	paused, err := s.paused(ctx, names)
+	if err != nil {
+		return cur, err
+	}
 	keep := now.Add(-s.interval * time.Duration(s.size))
-	for _, name := range slices.Sorted(maps.Keys(list)) {
-		size, err := s.q.Size(ctx, name)
-		if err != nil {
-			return cur, err
-		}
-		paused, err := s.q.Paused(ctx, name)
-		if err != nil {
-			return cur, err
-		}
+	for _, name := range names {
+		size := sizes[name]
 		st := QueueStats{
 			Name: name, Pending: size.Pending, Delayed: size.Delayed, Reserved: size.Reserved,
-			Failed: failedBy[name], OldestPending: size.OldestPending.Seconds(), Paused: paused,
+			Failed: failedBy[name], OldestPending: size.OldestPending.Seconds(), Paused: paused[name],
 		}
 		switch {
 		case s.named[name]:
@@ -227,6 +227,28 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 		return cur, err
 	}
 	return cur, nil
+}
+
+// signaler reads pause signals: package dbqueue's worker side.
+type signaler interface {
+	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
+}
+
+// paused reads which of names are paused, a thousand names a query.
+func (s *sampler) paused(ctx context.Context, names []string) (map[string]bool, error) {
+	sig, ok := core.Of(s.q).Ext.(signaler)
+	if !ok {
+		return nil, fmt.Errorf("dbqueue: dashboard: the queue cannot read pause signals")
+	}
+	out := map[string]bool{}
+	for chunk := range slices.Chunk(names, 1000) {
+		_, p, err := sig.Signals(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("dbqueue: dashboard: read pause signals: %w", err)
+		}
+		maps.Copy(out, p)
+	}
+	return out, nil
 }
 
 // failedPerQueue counts failed_jobs by queue. It reads the whole table:

@@ -169,11 +169,6 @@ document.addEventListener("submit", function (e) {
       { key: "reserved", label: "reserved", color: "#059669" },
       { key: "failed", label: "failed", color: "#dc2626" }
     ]);
-    chart(document.getElementById("chart-throughput"), document.getElementById("legend-throughput"), data.history, [
-      { key: "pushed_per_min", label: "pushed", color: "#6b7280" },
-      { key: "processed_per_min", label: "processed", color: "#059669" },
-      { key: "failed_per_min", label: "failed", color: "#dc2626" }
-    ]);
     var upd = document.getElementById("updated");
     upd.textContent = "updated " + fmtTime(data.time);
     upd.classList.remove("stale");

@@ -354,23 +354,50 @@ func (c *common) CopyIn(context.Context, sqldb.DB, []PushRow, bool) ([]int64, bo
 	return nil, false, nil
 }
 
-func (c *common) Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error) {
-	var (
-		s      Sizes
-		oldest sql.NullInt64
-	)
-	err := ex.QueryRow(ctx, c.rebind(`SELECT
-  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at <= `+c.now+` THEN 1 ELSE 0 END), 0),
-  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at > `+c.now+` THEN 1 ELSE 0 END), 0),
+// sizeColumns are the counts Sizes and SizesByQueue read, in Sizes'
+// order (its OldestPending scanned through a NullInt64, then now).
+func (c *common) sizeColumns() string {
+	return `COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at <= ` + c.now + ` THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN reserved_at IS NULL AND available_at > ` + c.now + ` THEN 1 ELSE 0 END), 0),
   COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0),
-  MIN(CASE WHEN reserved_at IS NULL AND available_at <= `+c.now+` THEN available_at END),
-  `+c.now+`
-FROM `+c.jobs+` WHERE queue = ?`), queue).Scan(&s.Pending, &s.Delayed, &s.Reserved, &oldest, &s.Now)
+  MIN(CASE WHEN reserved_at IS NULL AND available_at <= ` + c.now + ` THEN available_at END),
+  ` + c.now
+}
+
+// scanSizes reads sizeColumns after the dests before them.
+func scanSizes(scan func(...any) error, s *Sizes, before ...any) error {
+	var oldest sql.NullInt64
+	if err := scan(append(before, &s.Pending, &s.Delayed, &s.Reserved, &oldest, &s.Now)...); err != nil {
+		return err
+	}
 	if oldest.Valid {
 		v := oldest.Int64
 		s.OldestPending = &v
 	}
+	return nil
+}
+
+func (c *common) Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error) {
+	var s Sizes
+	err := scanSizes(ex.QueryRow(ctx, c.rebind("SELECT "+c.sizeColumns()+" FROM "+c.jobs+" WHERE queue = ?"), queue).Scan, &s)
 	return s, err
+}
+
+func (c *common) SizesByQueue(ctx context.Context, ex sqldb.Execer) ([]QueueSizes, error) {
+	rows, err := ex.Query(ctx, "SELECT queue, "+c.sizeColumns()+" FROM "+c.jobs+" GROUP BY queue ORDER BY queue")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []QueueSizes
+	for rows.Next() {
+		var s QueueSizes
+		if err := scanSizes(rows.Scan, &s.Sizes, &s.Queue); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 func (c *common) Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error) {
