@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"slices"
 	"bytes"
 	"embed"
 	"encoding/json"
@@ -112,7 +113,13 @@ type queuesData struct {
 	Time     int64        `json:"time"`
 	CSRF     string       `json:"csrf"`
 	ReadOnly bool         `json:"read_only"`
-	Queues   []QueueStats `json:"queues"`
+	// Queues are one page of the queues, by name: those after After.
+	Queues []QueueStats `json:"queues"`
+	// Count is how many queues there are; Next the name to page on from
+	// ("" on the last page).
+	Count int    `json:"count"`
+	After string `json:"after,omitempty"`
+	Next  string `json:"next,omitempty"`
 	Totals   Point        `json:"totals"`
 	History  []Point      `json:"history"`
 	// Throughput is the recorded chart the page shows (not in the JSON).
@@ -124,10 +131,32 @@ func (d *Dashboard) queuesData(r *http.Request) (queuesData, error) {
 	if err != nil {
 		return queuesData{}, err
 	}
+	after := r.URL.Query().Get("after")
+	page, next := queuesPage(cur.queues, after)
 	return queuesData{
 		Time: cur.at.UnixMilli(), CSRF: d.token(time.Now()), ReadOnly: d.opts.ReadOnly,
-		Queues: cur.queues, Totals: cur.point, History: hist,
+		Queues: page, Count: len(cur.queues), After: after, Next: next, Totals: cur.point, History: hist,
 	}, nil
+}
+
+// queuesPageSize is how many queues a page of the queues page lists.
+const queuesPageSize = 100
+
+// queuesPage is the page of queues (sorted by name) after the name after,
+// and the name the next page follows ("" when this is the last).
+func queuesPage(all []QueueStats, after string) ([]QueueStats, string) {
+	i := 0
+	if after != "" {
+		i, _ = slices.BinarySearchFunc(all, after, func(s QueueStats, name string) int { return strings.Compare(s.Name, name) })
+		if i < len(all) && all[i].Name == after {
+			i++
+		}
+	}
+	page := all[i:min(i+queuesPageSize, len(all))]
+	if i+queuesPageSize < len(all) {
+		return page, page[len(page)-1].Name
+	}
+	return page, ""
 }
 
 func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request) {
@@ -153,11 +182,16 @@ func (d *Dashboard) statsJSON(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(data)
 }
 
+// maxQueueOptions bounds the queue filter's drop-down: with more queues
+// the filter is a text field.
+const maxQueueOptions = 200
+
 // queueNames lists the queues for the filters of the jobs and failed
-// pages, from the last sample.
+// pages, from the last sample when there is one (a list page does not
+// wait for the counts); nil when there are more than maxQueueOptions.
 func (d *Dashboard) queueNames(r *http.Request) []string {
-	cur, _, err := d.stats.latest(r.Context())
-	if err != nil {
+	cur, err := d.stats.last(r.Context())
+	if err != nil || len(cur.queues) > maxQueueOptions {
 		return nil
 	}
 	names := make([]string, len(cur.queues))

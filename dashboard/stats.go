@@ -137,6 +137,23 @@ func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 	return cur, s.history(), nil
 }
 
+// last is the newest sample whatever its age, taking one only when there
+// is none: for pages that list queue names and need no fresh counts.
+func (s *sampler) last(ctx context.Context) (sample, error) {
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return sample{}, ctx.Err()
+	}
+	if n := len(s.ring); n > 0 {
+		defer func() { <-s.lock }()
+		return s.ring[n-1], nil
+	}
+	<-s.lock
+	cur, _, err := s.latest(ctx)
+	return cur, err
+}
+
 func (s *sampler) history() []Point {
 	out := make([]Point, len(s.ring))
 	for i, x := range s.ring {

@@ -187,7 +187,7 @@ document.addEventListener("submit", function (e) {
       return;
     }
     busy = true;
-    fetch("api/stats", { cache: "no-store", credentials: "same-origin" })
+    fetch("api/stats" + location.search, { cache: "no-store", credentials: "same-origin" })
       .then(function (r) {
         if (!r.ok) throw new Error("HTTP " + r.status);
         return r.json();
