@@ -2,11 +2,11 @@ package dashboard
 
 import (
 	"cmp"
-	"net/url"
 	"context"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"slices"
 	"bytes"
 	"embed"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,18 +110,18 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err
 
 // queuesData is the queues page's, and api/stats's.
 type queuesData struct {
-	Time     int64        `json:"time"`
-	CSRF     string       `json:"csrf"`
-	ReadOnly bool         `json:"read_only"`
+	Time     int64  `json:"time"`
+	CSRF     string `json:"csrf"`
+	ReadOnly bool   `json:"read_only"`
 	// Queues are one page of the queues, by name: those after After.
 	Queues []QueueStats `json:"queues"`
 	// Count is how many queues there are; Next the name to page on from
 	// ("" on the last page).
-	Count int    `json:"count"`
-	After string `json:"after,omitempty"`
-	Next  string `json:"next,omitempty"`
-	Totals   Point        `json:"totals"`
-	History  []Point      `json:"history"`
+	Count   int     `json:"count"`
+	After   string  `json:"after,omitempty"`
+	Next    string  `json:"next,omitempty"`
+	Totals  Point   `json:"totals"`
+	History []Point `json:"history"`
 	// Throughput is the recorded chart the page shows (not in the JSON).
 	Throughput chart `json:"-"`
 }
