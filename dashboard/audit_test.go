@@ -108,11 +108,7 @@ func TestBrowserAudit(t *testing.T) {
 			do(t, tab, "desktop", chromedp.EmulateViewport(1280, 860), chromedp.Navigate(base+page))
 			waitFor(t, tab, "the page", `document.readyState === "complete" && document.querySelector("main") !== null`)
 			for _, scheme := range []string{"light", "dark"} {
-				do(t, tab, scheme, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-					_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-						Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
-					return err
-				}))
+				do(t, tab, scheme, colorScheme(scheme))
 				runAxe(t, tab, axe, page+" ("+scheme+")")
 			}
 			do(t, tab, "phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Navigate(base+page))
@@ -121,7 +117,9 @@ func TestBrowserAudit(t *testing.T) {
 		})
 	}
 
-	// The actions, clicked as a person would (confirmations accepted).
+	// The actions, clicked as a person would (confirmations accepted), and
+	// the screenshots, in the light scheme.
+	do(t, tab, "light", colorScheme("light"))
 	do(t, tab, "desktop", chromedp.EmulateViewport(1280, 860), chromedp.Navigate(base))
 	waitFor(t, tab, "the queues", cell("mail", "pending")+` === "3"`)
 	clickAndLoad(t, tab, "pause mail", `tr[data-queue="mail"] button[value="pause"]`)
@@ -186,6 +184,15 @@ func TestBrowserAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// colorScheme makes the page see prefers-color-scheme as scheme.
+func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	})
 }
 
 // acceptConfirms makes the page's confirm() dialogs say yes, as the

@@ -189,7 +189,7 @@ func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) 
 	}()
 	waitFor(t, tab, "the worker to empty the mail queue",
 		text("#total-pending")+` === "0" && `+text("#total-reserved")+` === "0" && `+cell("mail", "pending")+` === "0"`)
-	waitFor(t, tab, "a throughput line", `document.querySelectorAll("#chart-throughput polyline").length > 0`)
+	waitFor(t, tab, "a depth line", `document.querySelectorAll("#chart-depth polyline").length > 0`)
 	if max := maxProcessed(t, srv.URL+"/admin/queue/api/stats"); max <= 0 {
 		t.Errorf("the history shows no processed jobs after 6 were worked")
 	}

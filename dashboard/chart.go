@@ -36,7 +36,7 @@ type series struct {
 const (
 	chartW, chartH = 600, 200
 	chartL, chartR = 58, 8
-	chartT, chartB = 10, 22
+	chartT, chartB = 24, 22
 )
 
 // SVG draws the chart.
@@ -73,7 +73,7 @@ func (c chart) SVG() template.HTML {
 		fmt.Fprintf(&b, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, chartL, chartW-chartR, y(v), y(v))
 		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%.1f" text-anchor="end">%s</text>`, chartL-4, y(v)+4, esc(short(v)))
 	}
-	fmt.Fprintf(&b, `<text class="axis" x="4" y="%d">%s</text>`, chartT+4, esc(c.Unit))
+	fmt.Fprintf(&b, `<text class="axis unit-label" x="%d" y="12" text-anchor="end">%s</text>`, chartL-4, esc(c.Unit))
 	if n > 0 {
 		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d">%s</text>`, chartL, chartH-4, esc(clock(c.Times[0])))
 		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="end">%s</text>`, chartW-chartR, chartH-4, esc(clock(c.Times[n-1])))
@@ -203,8 +203,10 @@ func short(v float64) string {
 		return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0")
 	case a == 0:
 		return "0"
+	case a < 0.001:
+		return "<0.001"
 	}
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
 }
 
 // group writes an integer with thousands separators: 1,250,000.

@@ -38,7 +38,7 @@ type groupRow struct {
 	PerMin                      string // finished jobs per minute over the range
 	FailedPct                   string
 	RuntimeP50, RuntimeP95      string // ms
-	WaitP50, WaitP95            string // s
+	WaitP50, WaitP95            string // ms
 }
 
 type metricsData struct {
@@ -119,7 +119,7 @@ func metricCharts(m dbqueue.Metrics, prefix string) []chart {
 			rt50[i], rt95[i] = ms(p.RuntimeP50), ms(p.RuntimeP95)
 		}
 		if p.Processed+p.Failed+p.Released > 0 {
-			wt50[i], wt95[i] = p.WaitP50.Seconds(), p.WaitP95.Seconds()
+			wt50[i], wt95[i] = ms(p.WaitP50), ms(p.WaitP95)
 		}
 	}
 	if !seen { // no line at zero for a range nobody recorded
@@ -138,7 +138,7 @@ func metricCharts(m dbqueue.Metrics, prefix string) []chart {
 		{ID: prefix + "-runtime", Title: "Handler runtime", Unit: "ms", Times: times, Empty: noMetrics, Series: []series{
 			{"median", "s-p50", rt50}, {"95th percentile", "s-p95", rt95},
 		}},
-		{ID: prefix + "-wait", Title: "Wait from due to start", Unit: "s", Times: times, Empty: noMetrics, Series: []series{
+		{ID: prefix + "-wait", Title: "Wait from due to start", Unit: "ms", Times: times, Empty: noMetrics, Series: []series{
 			{"median", "s-p50", wt50}, {"95th percentile", "s-p95", wt95},
 		}},
 	}
@@ -155,7 +155,7 @@ func newGroupRow(queue, kind string, processed, failed, released int64, p dbqueu
 	}
 	if p.Finished() > 0 {
 		g.RuntimeP50, g.RuntimeP95 = short(ms(p.RuntimeP50)), short(ms(p.RuntimeP95))
-		g.WaitP50, g.WaitP95 = short(p.WaitP50.Seconds()), short(p.WaitP95.Seconds())
+		g.WaitP50, g.WaitP95 = short(ms(p.WaitP50)), short(ms(p.WaitP95))
 	}
 	return g
 }

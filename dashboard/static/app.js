@@ -162,6 +162,9 @@ document.addEventListener("submit", function (e) {
     var rows = document.createDocumentFragment();
     data.queues.forEach(function (q) { rows.appendChild(row(q, data.csrf)); });
     tbody.replaceChildren(rows);
+    var count = data.count + " in all";
+    if (data.after || data.next) count += ", " + data.queues.length + " on this page";
+    document.getElementById("queue-count").textContent = count;
     document.querySelectorAll("input[name=csrf]").forEach(function (i) { i.value = data.csrf; });
     chart(document.getElementById("chart-depth"), document.getElementById("legend-depth"), data.history, [
       { key: "pending", label: "pending", color: "#2563eb" },
