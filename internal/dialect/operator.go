@@ -195,25 +195,32 @@ func (c *common) AddMetrics(ctx context.Context, db sqldb.DB, rows []MetricRow) 
 			set.WriteString(col + " = m." + col + " + excluded." + col)
 		}
 	}
-	for len(rows) > 0 {
-		chunk := rows[:min(len(rows), metricChunk)]
-		rows = rows[len(chunk):]
-		var q strings.Builder
-		q.WriteString(head)
-		args := make([]any, 0, len(chunk)*(2+len(metricCounts)))
-		for i := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
+	write := func(ex sqldb.Execer) error {
+		for rest := rows; len(rest) > 0; {
+			chunk := rest[:min(len(rest), metricChunk)]
+			rest = rest[len(chunk):]
+			var q strings.Builder
+			q.WriteString(head)
+			args := make([]any, 0, len(chunk)*(2+len(metricCounts)))
+			for i := range chunk {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString(row)
+				args = chunk[i].args(args)
 			}
-			q.WriteString(row)
-			args = chunk[i].args(args)
+			q.WriteString(set.String())
+			if _, err := ex.Exec(ctx, c.rebind(q.String()), args...); err != nil {
+				return err
+			}
 		}
-		q.WriteString(set.String())
-		if _, err := db.Exec(ctx, c.rebind(q.String()), args...); err != nil {
-			return err
-		}
+		return nil
 	}
-	return nil
+	if len(rows) <= metricChunk {
+		return write(db)
+	}
+	// All chunks or none, so a write that fails can be repeated whole.
+	return sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error { return write(tx) })
 }
 
 func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error) {
