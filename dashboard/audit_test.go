@@ -36,15 +36,21 @@ func axeScript(t *testing.T) string {
 	return string(src)
 }
 
+// seededMinute is the start of the current minute, the newest that
+// seedOperatorView writes.
+func seededMinute() int64 { return time.Now().Unix() / 60 * 60 }
+
 // seedOperatorView writes what workers record, as they would: a half hour
-// of metrics for two queues and two kinds, and two heartbeat rows.
-func seedOperatorView(t *testing.T, db *dbtest.DB) {
+// of metrics for two queues and three kinds, and two heartbeat rows. It
+// returns the jobs processed in all.
+func seedOperatorView(t *testing.T, db *dbtest.DB) (processedInAll int) {
 	t.Helper()
-	now := time.Now().Unix() / 60 * 60
+	now := seededMinute()
 	var rows []string
 	for i := range 30 {
 		for j, qk := range [][2]string{{"mail", "send-mail"}, {"mail", "digest"}, {"reports", "build-report"}} {
 			processed := 20 + (i*7+j*5)%30
+			processedInAll += processed
 			rows = append(rows, fmt.Sprintf("(%d, '%s', '%s', %d, %d, %d, %d, %d, %d, %d)",
 				now-int64(60*i), qk[0], qk[1], processed, (i+j)%4/3, (i*j)%3/2,
 				processed/2, processed-processed/2, processed-2, 2))
@@ -57,7 +63,8 @@ func seedOperatorView(t *testing.T, db *dbtest.DB) {
 	db.Exec(t, fmt.Sprintf("INSERT INTO jobs_workers (id, name, host, pid, version, queues, concurrency, running, processed, started_at, last_seen, expires_at) VALUES "+
 		"('w1', 'default', 'app-1.example.internal', 4242, 'v1.4.0', '[\"mail\",\"reports\"]', 8, 3, 12873, %d, %d, %d), "+
 		"('w2', 'reports', 'app-2.example.internal', 917, 'v1.4.0', '[\"reports\"]', 2, 0, 311, %d, %d, %d)",
-		started, seen, seen+30, started+600, seen-4, seen+26))
+		started, seen, seen+3600, started+600, seen-4, seen+3600))
+	return processedInAll
 }
 
 // TestBrowserAudit opens every page of the dashboard in headless Chromium,
