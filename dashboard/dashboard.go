@@ -142,6 +142,8 @@ type Dashboard struct {
 	hosts   hosts
 	stats   *sampler
 	pages   map[string]*template.Template
+	// throughput is the queues page's recorded chart, reused a while.
+	throughput throughputCache
 }
 
 // New returns a dashboard for q. It fails on a nil queue and on options

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -160,11 +161,25 @@ func newGroupRow(queue, kind string, processed, failed, released int64, p dbqueu
 	return g
 }
 
+// throughputCache keeps the queues page's chart for an Interval, as the
+// sampler keeps the counts: the metrics are per minute, and many open
+// pages should not each sum an hour of every queue.
+type throughputCache struct {
+	mu    sync.Mutex
+	chart chart
+	at    time.Time
+}
+
 // recentThroughput is the queues page's chart: jobs finished per minute
 // over the last hour, as workers recorded them. A database without the
 // metrics table gets a chart that says to migrate, not an error page: the
 // counts above it still work.
 func (d *Dashboard) recentThroughput(ctx context.Context) chart {
+	d.throughput.mu.Lock()
+	defer d.throughput.mu.Unlock()
+	if time.Since(d.throughput.at) < d.opts.Interval {
+		return d.throughput.chart
+	}
 	m, err := d.q.Metrics(ctx, dbqueue.MetricsQuery{Window: time.Hour})
 	if err != nil {
 		return chart{ID: "q-throughput", Title: "Jobs finished per minute", Unit: "jobs/min",
@@ -172,6 +187,7 @@ func (d *Dashboard) recentThroughput(ctx context.Context) chart {
 	}
 	c := metricCharts(m, "q")[0]
 	c.Title += ", last hour"
+	d.throughput.chart, d.throughput.at = c, time.Now()
 	return c
 }
 
