@@ -17,6 +17,7 @@ document.addEventListener("submit", function (e) {
   var interval = parseInt(document.body.dataset.interval, 10) || 5000;
   var readOnly = document.body.hasAttribute("data-read-only");
   var SVG = "http://www.w3.org/2000/svg";
+  var lastRows = "";
 
   function el(tag, attrs, text) {
     var n = document.createElement(tag);
@@ -159,9 +160,15 @@ document.addEventListener("submit", function (e) {
     document.getElementById("total-delayed").textContent = data.totals.delayed;
     document.getElementById("total-reserved").textContent = data.totals.reserved;
     document.getElementById("total-failed").textContent = data.totals.failed;
-    var rows = document.createDocumentFragment();
-    data.queues.forEach(function (q) { rows.appendChild(row(q, data.csrf)); });
-    tbody.replaceChildren(rows);
+    // Rows are rebuilt only when a count changed, so that a button
+    // under the pointer is not replaced between press and release.
+    var key = JSON.stringify(data.queues);
+    if (key !== lastRows) {
+      var rows = document.createDocumentFragment();
+      data.queues.forEach(function (q) { rows.appendChild(row(q, data.csrf)); });
+      tbody.replaceChildren(rows);
+      lastRows = key;
+    }
     var count = data.count + " in all";
     if (data.after || data.next) count += ", " + data.queues.length + " on this page";
     document.getElementById("queue-count").textContent = count;
