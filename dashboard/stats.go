@@ -76,6 +76,9 @@ type sampler struct {
 	ring  []sample // oldest first, at most size
 	size  int
 	stale bool // an action changed the tables: sample again
+	// cost is how long the last sample took: on tables so large that a
+	// sample is slow, samples are spaced out (see spacing).
+	cost time.Duration
 	// seen holds the queues listed besides the named ones, with when each
 	// last held jobs or failed jobs or was paused. A drained queue stays
 	// listed as long as the history lasts, then goes, so queues with
@@ -105,9 +108,8 @@ func (s *sampler) invalidate() {
 	<-s.lock
 }
 
-// latest returns a sample no older than the interval (with a tenth of
-// slack for timers that fire early), taking one if needed, and the
-// history. Concurrent callers wait for one sample rather than each
+// latest returns a sample no older than spacing, taking one if needed,
+// and the history. Concurrent callers wait for one sample rather than each
 // querying the database.
 func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 	select {
@@ -116,10 +118,12 @@ func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 	case <-ctx.Done():
 		return sample{}, nil, fmt.Errorf("dbqueue: dashboard: wait for the sample another request takes: %w", ctx.Err())
 	}
-	if n := len(s.ring); n > 0 && !s.stale && time.Since(s.ring[n-1].at) < s.interval*9/10 {
+	if n := len(s.ring); n > 0 && !s.stale && time.Since(s.ring[n-1].at) < s.spacing() {
 		return s.ring[n-1], s.history(), nil
 	}
+	began := time.Now()
 	cur, err := s.take(ctx)
+	s.cost = time.Since(began)
 	if err != nil {
 		return sample{}, nil, err
 	}
@@ -128,7 +132,7 @@ func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 		prev := s.ring[n-1]
 		cur.jobHW = max(cur.jobHW, prev.jobHW)
 		cur.failedHW = max(cur.failedHW, prev.failedHW)
-		rates(&cur, prev, s.interval)
+		rates(&cur, prev, s.spacing())
 	}
 	if len(s.ring) == s.size {
 		s.ring = slices.Delete(s.ring, 0, 1)
@@ -152,6 +156,15 @@ func (s *sampler) last(ctx context.Context) (sample, error) {
 	<-s.lock
 	cur, _, err := s.latest(ctx)
 	return cur, err
+}
+
+// spacing is the least age of a sample before the next is taken: the
+// interval (with a tenth of slack for timers that fire early), or ten
+// times what the last sample took when that is longer, so that the
+// dashboard keeps the database busy at most a tenth of the time however
+// large the tables grow and however many pages are open.
+func (s *sampler) spacing() time.Duration {
+	return max(s.interval*9/10, 10*s.cost)
 }
 
 func (s *sampler) history() []Point {
