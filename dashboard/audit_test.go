@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,15 +82,7 @@ func TestBrowserAudit(t *testing.T) {
 	shots := os.Getenv(EnvScreenshots)
 	db := dbtest.New(t, dbqueue.SQLite) // the markup is the same on every database
 	q := db.Queue(t)
-	d, err := dashboard.New(q, dashboard.Options{Interval: 200 * time.Millisecond, Queues: []string{"mail", "reports"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", d))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	base := srv.URL + "/admin/queue/"
+	_, base := mounted(t, q, dashboard.Options{Interval: 200 * time.Millisecond, Queues: []string{"mail", "reports"}})
 
 	seedOperatorView(t, db)
 	for i := range 3 {

@@ -123,16 +123,7 @@ func TestBrowser(t *testing.T) {
 
 func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) {
 	q := db.Queue(t)
-	d, err := dashboard.New(q, dashboard.Options{Interval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Mounted under a prefix, as an application would.
-	mux := http.NewServeMux()
-	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", d))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	base := srv.URL + "/admin/queue/"
+	srv, base := mounted(t, q, dashboard.Options{Interval: 200 * time.Millisecond})
 
 	tab, closeTab := chromedp.NewContext(browser)
 	defer closeTab()
@@ -257,6 +248,22 @@ func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) 
 	if n := flakyRuns.Load(); n != 2 {
 		t.Errorf("flaky ran %d times, want 2 (once failing, once after the retry)", n)
 	}
+}
+
+// mounted serves a dashboard under a prefix, as an application would, and
+// returns the server and the dashboard's URL; the server closes when the
+// test ends.
+func mounted(t *testing.T, q *dbqueue.Queue, opts dashboard.Options) (*httptest.Server, string) {
+	t.Helper()
+	d, err := dashboard.New(q, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", d))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, srv.URL + "/admin/queue/"
 }
 
 // text is a JavaScript expression for an element's text.
