@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +26,15 @@ var claimArms = map[string]string{
 	"ready": "queue = ? AND reserved_at IS NULL AND available_at <= NOW ORDER BY available_at, id LIMIT ?",
 }
 
+// postgresCursorArm is PostgreSQL's claim from the queue's cursor
+// (internal/dialect/postgres_claim.go): ready rows past (available_at, id);
+// params: queue, the cursor's available_at and id, n.
+const postgresCursorArm = "ready from the cursor"
+
+var postgresArms = map[string]string{
+	postgresCursorArm: "queue = ? AND reserved_at IS NULL AND available_at <= NOW AND (available_at, id) > (?, ?) ORDER BY available_at, id LIMIT ?",
+}
+
 // mysqlArms are MySQL's two candidate reads (internal/dialect/mysql.go):
 // "ready" from the queue's cursor, "expired" from the queue's start (which
 // is where expired reservations are found). Both read without locks; the
@@ -36,7 +47,11 @@ var mysqlArms = map[string]string{
 // armSelect is one arm of the claim as dialect d runs it, with '?'
 // placeholders.
 func armSelect(d dbqueue.Dialect, arm string) string {
-	where := strings.ReplaceAll(claimArms[arm], "NOW", dbqueue.NowSQL(d))
+	where := claimArms[arm]
+	if d == dbqueue.Postgres && where == "" {
+		where = postgresArms[arm]
+	}
+	where = strings.ReplaceAll(where, "NOW", dbqueue.NowSQL(d))
 	switch d {
 	case dbqueue.MySQL:
 		return strings.ReplaceAll(mysqlArms[arm], "NOW", dbqueue.NowSQL(d))
@@ -72,7 +87,11 @@ func TestClaimSQLInSync(t *testing.T) {
 		mariaDB bool
 	}{{dbqueue.Postgres, false}, {dbqueue.SQLite, false}, {dbqueue.MySQL, false}, {dbqueue.MySQL, true}} {
 		real := dollarParam.ReplaceAllString(dbqueue.StatementsText(tc.d, tc.mariaDB), "?")
-		for arm := range claimArms {
+		arms := slices.Collect(maps.Keys(claimArms))
+		if tc.d == dbqueue.Postgres {
+			arms = append(arms, postgresCursorArm)
+		}
+		for _, arm := range arms {
 			if want := armSelect(tc.d, arm); !strings.Contains(real, want) {
 				t.Errorf("the %s claim no longer runs this %s arm; update claimArms in explain_test.go:\n%s", tc.d, arm, want)
 			}
@@ -214,6 +233,10 @@ type pgNode struct {
 	Relation string   `json:"Relation Name"`
 	Index    string   `json:"Index Name"`
 	Plans    []pgNode `json:"Plans"`
+	// With EXPLAIN (ANALYZE, BUFFERS):
+	IndexCond  string `json:"Index Cond"`
+	SharedHit  int    `json:"Shared Hit Blocks"`
+	SharedRead int    `json:"Shared Read Blocks"`
 }
 
 func (n pgNode) walk(parent *pgNode, fn func(n, parent *pgNode)) {

@@ -121,6 +121,12 @@ func BurnDown(ctx context.Context, sys System, n int) (Measurement, error) {
 	if err := sys.Enqueue(ctx, n); err != nil {
 		return Measurement{}, fmt.Errorf("%s: prefill: %w", sys.Name(), err)
 	}
+	return Work(ctx, sys, n)
+}
+
+// Work times Start until the n-th job is done, on whatever the queue holds:
+// BurnDown after its prefill, or a backlog the caller pushed its own way.
+func Work(ctx context.Context, sys System, n int) (Measurement, error) {
 	cpu := takeCPU()
 	start := time.Now()
 	run, err := sys.Start(ctx, n)

@@ -177,13 +177,15 @@ type System struct {
 	prepare func(ctx context.Context) error
 	o       Options
 
-	admin   *sql.DB          // migrations, TRUNCATE, version
-	push    *dbqueue.Queue   // producer side
-	queues  []*dbqueue.Queue // one per worker
-	jobs    []dbqueue.NewJob // a batch of no-op jobs
-	handler worker.HandlerFunc
-	otel    *otelSDK  // with Options.OTel
-	effects effectsDB // with Options.Handler HandlerInsert
+	admin      *sql.DB          // migrations, TRUNCATE, version
+	push       *dbqueue.Queue   // producer side
+	queues     []*dbqueue.Queue // one per worker
+	jobs       []dbqueue.NewJob // a batch of no-op jobs
+	handler    worker.HandlerFunc
+	workQueues []string  // worker.Options.Queues of the runs started from now on (nil: the default queue)
+	overshoot  bool      // runs started from now on may process more than their n
+	otel       *otelSDK  // with Options.OTel
+	effects    effectsDB // with Options.Handler HandlerInsert
 }
 
 var _ bench.System = (*System)(nil)
@@ -326,6 +328,15 @@ func (s *System) Queue() *dbqueue.Queue { return s.push }
 // (nil: the no-op again).
 func (s *System) SetHandler(h worker.HandlerFunc) { s.handler = h }
 
+// SetQueues sets the queues the workers of the runs started from now on
+// read (nil: the queue's default queue).
+func (s *System) SetQueues(queues ...string) { s.workQueues = queues }
+
+// SetOvershoot lets the runs started from now on process more jobs than
+// their n: a worker on a backlog longer than n still runs the jobs it had
+// claimed when the n-th ran, and Wait returns once they are done.
+func (s *System) SetOvershoot(on bool) { s.overshoot = on }
+
 // ServerVersion is the database's SELECT version() (sqlite_version()).
 func (s *System) ServerVersion(ctx context.Context) (string, error) {
 	q := "SELECT version()"
@@ -421,6 +432,30 @@ func (s *System) Enqueue(ctx context.Context, n int) error {
 	return nil
 }
 
+// fillBatch is how many jobs one PushMany call of Fill carries: past
+// dbqueue's COPY threshold (10,000) on PostgreSQL; one transaction of
+// multi-row INSERTs on the others.
+const fillBatch = 50_000
+
+// Fill pushes n no-op jobs to queue ("": the default queue) with delay,
+// in PushMany calls of fillBatch: the fastest path a producer has (COPY on
+// PostgreSQL), for prefilling backlogs of millions.
+func (s *System) Fill(ctx context.Context, n int, queue string, delay time.Duration) error {
+	batch := make([]dbqueue.NewJob, min(n, fillBatch))
+	for i := range batch {
+		batch[i] = s.jobs[i%len(s.jobs)]
+		batch[i].Queue, batch[i].Delay = queue, delay
+	}
+	for n > 0 {
+		k := min(n, len(batch))
+		if _, err := s.push.PushMany(ctx, batch[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
 // Start runs Options.Workers workers until n jobs have been processed.
 func (s *System) Start(ctx context.Context, n int) (bench.Run, error) {
 	return s.StartRun(ctx, n)
@@ -429,7 +464,7 @@ func (s *System) Start(ctx context.Context, n int) (bench.Run, error) {
 // StartRun is Start with the concrete type.
 func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Run{n: int64(n), cancel: cancel, done: make(chan struct{}), errs: &errorLog{}}
+	r := &Run{n: int64(n), overshoot: s.overshoot, cancel: cancel, done: make(chan struct{}), errs: &errorLog{}}
 	h := s.handler
 	if h == nil {
 		h = func(context.Context, *dbqueue.Job) error { return nil }
@@ -442,6 +477,7 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 			Claims:      s.o.Claims,
 			Sleep:       s.o.Sleep,
 			Name:        fmt.Sprintf("bench-%d", i),
+			Queues:      s.workQueues,
 			Logger:      logger,
 			Events: worker.Events{
 				JobProcessed: func(context.Context, *dbqueue.Job, time.Duration) {
@@ -488,6 +524,7 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 // Run is the set of workers of one measurement.
 type Run struct {
 	n         int64
+	overshoot bool
 	processed atomic.Int64
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -511,7 +548,7 @@ func (r *Run) Wait(ctx context.Context) (time.Time, error) {
 	r.cancel()
 	r.wg.Wait()
 	last := time.Now()
-	if got := r.processed.Load(); waitErr == nil && got != r.n {
+	if got := r.processed.Load(); waitErr == nil && (got < r.n || got > r.n && !r.overshoot) {
 		waitErr = fmt.Errorf("processed %d jobs, want exactly %d", got, r.n)
 	}
 	return last, errors.Join(waitErr, r.errs.err())

@@ -80,11 +80,12 @@ func (c *common) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64
 // transaction commits. Looks from the start also come every second, so a
 // commit later than this only delays the row by that much.
 func (m *mysql) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
-	held, err := m.releaseIn(ctx, tx, h, delay, giveBack)
-	if held {
-		m.forceLooks()
-	}
-	return held, err
+	return m.putBack(m.releaseIn(ctx, tx, h, delay, giveBack))
+}
+
+// ReleaseIn on PostgreSQL forces looks too: its claim has a cursor.
+func (p *postgres) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
+	return p.putBack(p.releaseIn(ctx, tx, h, delay, giveBack))
 }
 
 // FinishIn runs the dialect's own FinishLinked inside the caller's

@@ -332,7 +332,7 @@ func For(name string, t Tables, srv MySQLServer) (Dialect, error) {
 func ClaimText(d Dialect) string {
 	switch d := d.(type) {
 	case *postgres:
-		return d.claim
+		return d.claim + "\n" + d.claimFrom
 	case *sqlite:
 		return d.claim
 	case *mysql:

@@ -3,7 +3,6 @@ package dialect
 import (
 	"context"
 	"strings"
-	"sync"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -25,8 +24,8 @@ type mysql struct {
 	idStep    int64
 	// due rechecks a locked row; fromCursor and fromStart read candidates.
 	due, fromCursor, fromStart string
-	// cursors holds each queue's *claimCursor.
-	cursors sync.Map
+	// claimCursors holds each queue's cursor.
+	claimCursors
 }
 
 func newMySQL(t Tables, srv MySQLServer) *mysql {
@@ -111,13 +110,7 @@ func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map
 		released = still
 		return nil
 	})
-	for _, r := range rs {
-		if r.Delay == 0 && err == nil {
-			// Due at once: where the cursor may have passed it.
-			m.forceLooks()
-			break
-		}
-	}
+	m.releasedDue(rs, err)
 	return released, err
 }
 

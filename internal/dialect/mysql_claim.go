@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -39,125 +38,6 @@ import (
 // "Choices"): 44 µs of server CPU per job against 69 with the index
 // (queue, reserved_at, available_at) and candidates read from its start,
 // and 42 for the hand-written ceiling that walks the primary key.
-const (
-	lookEvery    = time.Second
-	lookShare    = 20 // looks on short claims may take 1/20 of the time
-	cursorRounds = 4
-)
-
-// lookBurst is the most look time a cursor saves up (a variable for
-// tests, which set it to 0 to see the other rules alone).
-var lookBurst = 50 * time.Millisecond
-
-// SetLookBurst changes lookBurst and returns the undo (tests only).
-func SetLookBurst(d time.Duration) (restore func()) {
-	old := lookBurst
-	lookBurst = d
-	return func() { lookBurst = old }
-}
-
-// claimCursor is one queue's cursor. read is held while a claim reads
-// candidates and moves the cursor past them, so a Queue's claims in
-// flight take disjoint ranges instead of fighting over the same rows.
-type claimCursor struct {
-	read sync.Mutex
-
-	mu       sync.Mutex
-	set      bool
-	av, id   int64
-	lastLook time.Time
-	force    bool
-	// budget is the time looks on short claims may still take; it grows
-	// by 1/lookShare of the time that passes, up to lookBurst.
-	budget   time.Duration
-	budgetAt time.Time
-}
-
-// cursor is queue's cursor on this dialect (one per Queue).
-func (m *mysql) cursor(queue string) *claimCursor {
-	if c, ok := m.cursors.Load(queue); ok {
-		return c.(*claimCursor)
-	}
-	c, _ := m.cursors.LoadOrStore(queue, &claimCursor{})
-	return c.(*claimCursor)
-}
-
-// lookNow reports whether a claim should look from the start, and if so
-// counts the look as made now (one claim looks per period). A claim that
-// found nothing from the cursor always looks: an empty claim must mean an
-// empty queue (StopWhenEmpty stops on one), and a queue the workers keep
-// up with has few rows in flight to read.
-func (c *claimCursor) lookNow(now time.Time, short, empty bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.budgetAt.IsZero() {
-		c.budget = lookBurst
-	} else if lookBurst <= 0 {
-		c.budget = 0
-	} else {
-		c.budget = min(lookBurst, c.budget+now.Sub(c.budgetAt)/lookShare)
-	}
-	c.budgetAt = now
-	if !c.set || c.force || empty || now.Sub(c.lastLook) >= lookEvery || short && c.budget > 0 {
-		c.lastLook, c.force = now, false
-		return true
-	}
-	return false
-}
-
-// looked charges what a look from the start cost, and records whether it
-// came back full of rows behind the cursor (then the next claim looks
-// too, and a mass of expired reservations drains at full speed).
-func (c *claimCursor) looked(cost time.Duration, again bool) {
-	c.mu.Lock()
-	c.budget -= cost
-	c.force = c.force || again
-	c.mu.Unlock()
-}
-
-func (c *claimCursor) position() (av, id int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.av, c.id
-}
-
-func (c *claimCursor) behind(av, id int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.set && (av < c.av || av == c.av && id < c.id)
-}
-
-// moveTo moves the cursor forward to (av, id), never back.
-func (c *claimCursor) moveTo(av, id int64) {
-	c.mu.Lock()
-	if !c.set || av > c.av || av == c.av && id > c.id {
-		c.set, c.av, c.id = true, av, id
-	}
-	c.mu.Unlock()
-}
-
-// rewind moves the cursor back to (av, id), never forward: the rows a
-// failed claim passed are read again.
-func (c *claimCursor) rewind(av, id int64) {
-	c.mu.Lock()
-	if c.set && (av < c.av || av == c.av && id < c.id) {
-		c.av, c.id = av, id
-	}
-	c.mu.Unlock()
-}
-
-// forceLooks makes the next claim of every queue look from the start: a
-// row was put back where the cursor may have passed it.
-func (m *mysql) forceLooks() {
-	m.cursors.Range(func(_, c any) bool {
-		cur := c.(*claimCursor)
-		cur.mu.Lock()
-		cur.force = true
-		cur.mu.Unlock()
-		return true
-	})
-}
-
 // candidate is a row the claim may take, in claim order.
 type candidate struct{ id, av int64 }
 
@@ -421,9 +301,5 @@ func (m *mysql) firstSkipped(ctx context.Context, tx sqldb.Tx, cs []candidate, l
 // GiveBack puts a row back where the cursor may have passed it: the next
 // claims look from the start.
 func (m *mysql) GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error) {
-	held, err := m.common.GiveBack(ctx, db, h)
-	if held {
-		m.forceLooks()
-	}
-	return held, err
+	return m.putBack(m.common.GiveBack(ctx, db, h))
 }

@@ -17,8 +17,13 @@ import (
 // connection, and wakes listeners with pg_notify inside the push.
 type postgres struct {
 	*common
-	channel                  string
-	claim, deleteA, releaseA string
+	claimCursors
+	channel string
+	// claim looks from the start of the queue (expired reservations,
+	// then ready rows; each row says which arm took it); claimFrom claims
+	// ready rows past the queue's cursor (see postgres_claim.go).
+	claim, claimFrom  string
+	deleteA, releaseA string
 	// deleteOne deletes held rows that share one reservation token and
 	// attempts count, as the rows of one claim usually do: the ids travel
 	// alone, 12 bytes a job where three arrays took 32. pgx grows its
@@ -55,10 +60,14 @@ func newPostgres(t Tables, zoneless bool) *postgres {
 	// expired arm leaves room.
 	p.claim = sqldb.Rebind(`WITH expired AS (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
 ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
-due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
+due AS (SELECT id, false AS ready FROM expired UNION ALL SELECT id, true FROM ready LIMIT ?)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
 FROM due WHERE jobs.id = due.id
-RETURNING jobs.id, jobs.payload, jobs.attempts, jobs.reserved_at, jobs.available_at, jobs.created_at, jobs.reservation_token`)
+RETURNING ` + pgClaimReturning + `, due.ready`)
+	p.claimFrom = sqldb.Rebind(`WITH ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + pgReadyFrom(c.now) + ` FOR UPDATE SKIP LOCKED)
+UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
+FROM ready WHERE jobs.id = ready.id
+RETURNING ` + pgClaimReturning)
 	p.deleteA = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
@@ -103,11 +112,6 @@ func notifyChannel(t Tables) string {
 // errNoCopy rolls back a CopyIn whose transaction cannot COPY.
 var errNoCopy = errors.New("dbqueue: this connection cannot COPY")
 
-func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	rows, err := db.Query(ctx, p.claim, queue, retryAfter, n, queue, n, n)
-	return collectClaim(rows, err, queue, n)
-}
-
 func heldArrays(held []Held) (ids, tokens []int64, attempts []int32) {
 	ids, tokens, attempts = make([]int64, len(held)), make([]int64, len(held)), make([]int32, len(held))
 	for i, h := range held {
@@ -148,7 +152,9 @@ func (p *postgres) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (
 			texts[i] = &text
 		}
 	}
-	return collectKeys(db.Query(ctx, p.releaseA, ids, tokens, attempts, delays, texts))
+	released, err := collectKeys(db.Query(ctx, p.releaseA, ids, tokens, attempts, delays, texts))
+	p.releasedDue(rs, err)
+	return released, err
 }
 
 // notifyWrap wraps an INSERT … RETURNING id so that the same statement,

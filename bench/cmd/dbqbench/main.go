@@ -51,19 +51,26 @@ type config struct {
 	measures                []string
 	jobs, single, rounds    int
 	backlog, backlogRounds  int
+	depths                  []int
+	delayed, depthJobs      int
+	depthRef                int
 	latencyRate             int
 	latencyFor              time.Duration
 	timeout                 time.Duration
 	worker                  dbqueueq.Options
 }
 
-var allMeasures = []string{"enqueue", "push", "work", "e2e", "latency"}
+var (
+	defaultMeasures = []string{"enqueue", "push", "work", "e2e", "latency"}
+	allMeasures     = append(slices.Clone(defaultMeasures), "depth")
+)
 
 func main() {
 	var (
 		c          config
 		dialects   = flag.String("dialects", "pg,mariadb,sqlite", "comma-separated databases to run: pg, mariadb, sqlite")
-		measures   = flag.String("measure", strings.Join(allMeasures, ","), "comma-separated measurements: "+strings.Join(allMeasures, ", "))
+		measures   = flag.String("measure", strings.Join(defaultMeasures, ","), "comma-separated measurements: "+strings.Join(allMeasures, ", ")+" (depth: the backlog-depth table, see depth.go)")
+		depths     = flag.String("depths", "0,200k,2M,10M", "depth: ready backlogs, one row each (k and M suffixes)")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.StringVar(&c.pgDSN, "pg", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL DSN (tables go to schema "+dbqueueq.Schema+")")
@@ -74,6 +81,9 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds; rows report the median")
 	flag.IntVar(&c.backlog, "backlog", 0, "extra work-only row on a pre-filled backlog of this many jobs (0: skip; try 1000000)")
 	flag.IntVar(&c.backlogRounds, "backlog-rounds", 1, "rounds of the backlog row")
+	flag.IntVar(&c.delayed, "delayed", 5_000_000, "depth: delayed jobs of the delayed row (0: no such row)")
+	flag.IntVar(&c.depthJobs, "depth-jobs", 200_000, "depth: jobs pushed by each end-to-end measurement, and burned down in the delayed row")
+	flag.IntVar(&c.depthRef, "depth-ref", 200_000, "depth: the ready backlog the ratio column divides by")
 	flag.IntVar(&c.latencyRate, "latency-rate", 100, "latency: jobs pushed per second")
 	flag.DurationVar(&c.latencyFor, "latency-for", 10*time.Second, "latency: how long to push")
 	flag.DurationVar(&c.timeout, "timeout", 5*time.Minute, "limit for one measurement (the backlog row gets 1s more per 1,000 jobs)")
@@ -102,7 +112,11 @@ func main() {
 		}
 		c.measures = append(c.measures, m)
 	}
-	if c.jobs < 1 || c.rounds < 1 || c.latencyRate < 1 || c.latencyFor <= 0 {
+	var err error
+	if c.depths, err = parseDepths(*depths); err != nil {
+		log.Fatal(err)
+	}
+	if c.jobs < 1 || c.depthJobs < 1 || c.rounds < 1 || c.latencyRate < 1 || c.latencyFor <= 0 {
 		log.Fatal("-jobs, -rounds, -latency-rate and -latency-for must be positive")
 	}
 
@@ -261,7 +275,11 @@ func runDialect(ctx context.Context, c *config, d string) (table, version string
 		}
 		if want("latency") {
 			rctx, cancel := mctx()
-			p, err := latency(rctx, sys, c.latencyRate, nLat)
+			err := sys.Reset(rctx)
+			var p [3]float64
+			if err == nil {
+				p, err = latency(rctx, sys, c.latencyRate, nLat, "")
+			}
 			cancel()
 			if err != nil {
 				return "", "", fmt.Errorf("latency: %w", err)
@@ -296,8 +314,15 @@ func runDialect(ctx context.Context, c *config, d string) (table, version string
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s (%s)\n\n", title, version)
-	b.WriteString("| measurement | jobs | median jobs/s | min | max | Go CPU µs/job | peak while working: Go heap, stacks, goroutines |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---|\n")
+	if want("depth") {
+		if err := runDepths(ctx, c, d, sys, &b, progress); err != nil {
+			return "", "", fmt.Errorf("depth: %w", err)
+		}
+	}
+	if slices.ContainsFunc(rows, func(r *row) bool { return len(r.rates) > 0 }) {
+		b.WriteString("| measurement | jobs | median jobs/s | min | max | Go CPU µs/job | peak while working: Go heap, stacks, goroutines |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---|\n")
+	}
 	for _, r := range rows {
 		if len(r.rates) > 0 {
 			mem := "–"
@@ -419,13 +444,11 @@ func (r *row) add(rate, cpu float64) {
 	r.cpu = append(r.cpu, cpu)
 }
 
-// latency pushes n jobs at rate per second, each carrying its push time,
-// and returns the p50, p95 and p99 of push-to-handler-start in ms.
-func latency(ctx context.Context, sys *dbqueueq.System, rate, n int) ([3]float64, error) {
+// latency pushes n jobs to queue ("": the default) at rate per second,
+// each carrying its push time, and returns the p50, p95 and p99 of
+// push-to-handler-start in ms. The workers must read queue (SetQueues).
+func latency(ctx context.Context, sys *dbqueueq.System, rate, n int, queue string) ([3]float64, error) {
 	var res [3]float64
-	if err := sys.Reset(ctx); err != nil {
-		return res, err
-	}
 	var (
 		mu   sync.Mutex
 		lats = make([]time.Duration, 0, n)
@@ -462,7 +485,7 @@ func latency(ctx context.Context, sys *dbqueueq.System, rate, n int) ([3]float64
 			time.Sleep(d)
 		}
 		data := fmt.Appendf(nil, `{"t":%d}`, time.Now().UnixNano())
-		if _, err := q.Push(ctx, dbqueue.NewJob{Name: dbqueueq.JobName, Data: json.RawMessage(data)}); err != nil {
+		if _, err := q.Push(ctx, dbqueue.NewJob{Name: dbqueueq.JobName, Queue: queue, Data: json.RawMessage(data)}); err != nil {
 			pushErr = err
 			break
 		}
