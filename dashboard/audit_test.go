@@ -97,6 +97,7 @@ func TestBrowserAudit(t *testing.T) {
 		"", "jobs", "jobs?state=delayed", fmt.Sprintf("job?id=%d", delayed), "failed", "failed?queue=mail",
 		"failed-job?uuid=" + uuid, "metrics", "metrics?range=day", "metrics?range=week&queue=mail",
 		"metrics?kind=nothing-recorded", "workers", "nowhere",
+		"search", "search?in=jobs&name=send-mail", "search?in=failed&text=declined", "search?in=jobs&queue=mail&text=user1",
 	}
 	tab, closeTab := chromedp.NewContext(browser)
 	defer closeTab()
