@@ -2,6 +2,7 @@ package dbqueue_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,5 +131,39 @@ SELECT available_at, id FROM c ORDER BY available_at DESC, id DESC LIMIT 1`, don
 	}
 	if fromCursor*5 > fromHead {
 		t.Errorf("a claim from the cursor read %d buffers, from the head %d: want a fifth or less", fromCursor, fromHead)
+	}
+}
+
+// The batched statements that end held rows find them by id. After an
+// ANALYZE that saw no reserved row, PostgreSQL's generic plan took the
+// partial index of reserved rows for "reserved_at IS NOT NULL" and hashed
+// every entry of it — every row in flight and, until VACUUM, every
+// finished one — on each delete of a claim's jobs.
+func TestPostgresBatchedEndFindsRowsByID(t *testing.T) {
+	db := dbtest.New(t, dbqueue.Postgres)
+	q := db.Queue(t)
+	fillJobs(t, db, "default", 2_000, 0, false)
+	analyze(t, db) // nothing reserved yet
+	if got := reserve(t, q, 1_000); len(got) != 1_000 {
+		t.Fatalf("reserved %d jobs, want 1,000", len(got))
+	}
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"('{1,2}', 1, 1)", "('{1,2}', '{1,1}', '{1,1}')", "('{1,2}', '{1,1}', '{1,1}', '{0,0}', '{NULL,NULL}')"}
+	for i, stmt := range dbqueue.PostgresHeldText() {
+		name := fmt.Sprintf("held_%d", i)
+		if _, err := conn.ExecContext(ctx, "PREPARE "+name+" AS "+stmt); err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(queryLines(t, conn, "EXPLAIN EXECUTE "+name+args[i]), "\n")
+		if strings.Contains(plan, "jobs_queue_reserved_idx") || !strings.Contains(plan, "jobs_pkey") {
+			t.Errorf("generic plan of\n%s\nreads the reserved rows' index, not the primary key:\n%s", stmt, plan)
+		}
 	}
 }

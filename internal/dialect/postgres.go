@@ -68,16 +68,20 @@ RETURNING ` + pgClaimReturning + `, due.ready`)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
 FROM ready WHERE jobs.id = ready.id
 RETURNING ` + pgClaimReturning)
+	// (reserved_at + 0), as in common.held: after an ANALYZE that saw no
+	// reserved row, the generic plan of "reserved_at IS NOT NULL" hashed
+	// the whole partial index of reserved rows — every row in flight and,
+	// until VACUUM, every finished one — on each batch.
 	p.deleteA = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
-WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.deleteOne = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[]) AS held(id)
-WHERE jobs.id = held.id AND jobs.reservation_token = $2 AND jobs.attempts = $3 AND jobs.reserved_at IS NOT NULL
+WHERE jobs.id = held.id AND jobs.reservation_token = $2 AND jobs.attempts = $3 AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.releaseA = `UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload)
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
-WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	return p
 }
