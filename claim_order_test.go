@@ -3,6 +3,7 @@ package dbqueue_test
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -164,6 +165,41 @@ func TestPostgresBatchedEndFindsRowsByID(t *testing.T) {
 		plan := strings.Join(queryLines(t, conn, "EXPLAIN EXECUTE "+name+args[i]), "\n")
 		if strings.Contains(plan, "jobs_queue_reserved_idx") || !strings.Contains(plan, "jobs_pkey") {
 			t.Errorf("generic plan of\n%s\nreads the reserved rows' index, not the primary key:\n%s", stmt, plan)
+		}
+	}
+}
+
+// Both PostgreSQL claims update the rows they locked through the primary
+// key, one probe a row, in their generic plans too: with LIMIT $n taken
+// as a tenth of the table, a join on the locked ids chose a merge join
+// that walked the primary key from its start (past every finished row's
+// dead entry) or a hash join over the whole table.
+func TestPostgresClaimUpdatesByID(t *testing.T) {
+	db := dbtest.New(t, dbqueue.Postgres)
+	q := db.Queue(t)
+	fillJobs(t, db, "default", 50_000, 0, false)
+	analyze(t, db)
+	if got := reserve(t, q, 5); len(got) != 5 {
+		t.Fatalf("reserved %d jobs, want 5", len(got))
+	}
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"('default', 90, 1000, 'default', 1000, 1000)", "('default', 0, 0, 1000)"}
+	for i, stmt := range dbqueue.PostgresClaimText() {
+		name := fmt.Sprintf("claim_%d", i)
+		if _, err := conn.ExecContext(ctx, "PREPARE "+name+" AS "+stmt); err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(queryLines(t, conn, "EXPLAIN EXECUTE "+name+args[i]), "\n")
+		if !regexp.MustCompile(`(?m)^\s*->  Index Scan using jobs_pkey on jobs\s.*\n\s+Index Cond: \(id = ANY`).MatchString(plan) ||
+			strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Join") {
+			t.Errorf("the generic plan of\n%s\ndoes not update the claimed rows by id:\n%s", stmt, plan)
 		}
 	}
 }
