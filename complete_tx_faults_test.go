@@ -140,24 +140,27 @@ func waitBlockedBy(t *testing.T, db *dbtest.DB, holder int64, early <-chan answe
 		query, args = `SELECT COUNT(*) FROM information_schema.PROCESSLIST
 WHERE DB = DATABASE() AND INFO LIKE 'SELECT reservation_token%FOR UPDATE%'`, nil
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var answered *answer
+	waiting := dbtest.Until(20*time.Second, func() bool {
 		select {
 		case a := <-early:
-			t.Fatalf("ResolveCommit answered %v (%v) while the COMMIT was still held: it read around the lock", a, a.err)
+			answered = &a
+			return true
 		default:
 		}
-		if db.Count(t, query, args...) > 0 {
-			select {
-			case a := <-early:
-				t.Fatalf("ResolveCommit answered %v (%v) while the COMMIT was still held: it read around the lock", a, a.err)
-			default:
-			}
-			return
+		return db.Count(t, query, args...) > 0
+	})
+	if answered == nil {
+		select {
+		case a := <-early:
+			answered = &a
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("ResolveCommit never waited for the transaction in flight")
-		}
-		time.Sleep(5 * time.Millisecond) // polling the server's lock table
+	}
+	if answered != nil {
+		t.Fatalf("ResolveCommit answered %v (%v) while the COMMIT was still held: it read around the lock", *answered, answered.err)
+	}
+	if !waiting {
+		t.Fatal("ResolveCommit never waited for the transaction in flight")
 	}
 }

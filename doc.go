@@ -116,6 +116,17 @@
 //     server (NewDSN, NewEnv); what was pushed to it (Pushed, PushedArgs);
 //     and Work, which runs the ready jobs through a worker's handlers once.
 //
+// # The operator's view
+//
+// Workers record what they do (package worker, Options.MetricsInterval).
+// Queue.Metrics reads it per step, queue and job name — counts, failure
+// rate, runtime and queue-wait percentiles — summed in SQL over every
+// worker process; Queue.Workers lists the running workers from their
+// heartbeat rows; Queue.History reads finished jobs when workers keep
+// them. They live here, beside Size and Queues, because the dashboard,
+// the dbqueue command and an application's own health check all start
+// from a Queue.
+//
 // # Ownership
 //
 // Reserve claims a row and bumps its attempts; the holder then Deletes it

@@ -188,43 +188,6 @@ func TestClaimLooksPastLockedJobs(t *testing.T) {
 	}
 }
 
-// Galera and MySQL multi-primary set auto_increment_increment above 1: the
-// ids PushMany returns must be the ones the rows got.
-func TestPushManyIdsWithAutoIncrementStep(t *testing.T) {
-	db := dbtest.New(t, dbqueue.MySQL)
-	q, err := dbqueue.Open(ctx, db.DSN+"&auto_increment_increment=3&auto_increment_offset=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	jobs := []dbqueue.NewJob{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	ids, err := q.PushMany(ctx, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.SQL.Query("SELECT id FROM jobs ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var stored []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		stored = append(stored, id)
-	}
-	if len(stored) != 3 || stored[1]-stored[0] != 3 {
-		t.Fatalf("the table holds ids %v; the test wants them 3 apart", stored)
-	}
-	for i := range stored {
-		if ids[i] != stored[i] {
-			t.Fatalf("PushMany returned %v, the table holds %v", ids, stored)
-		}
-	}
-}
-
 // Pushes that run at once each get their rows' own ids back. MariaDB
 // counts a statement's ids from the first where innodb_autoinc_lock_mode
 // promises them consecutive, rather than reading them back: a count that

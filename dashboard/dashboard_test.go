@@ -656,11 +656,14 @@ func TestThroughput(t *testing.T) {
 		for range 3 {
 			push(t, q, dbqueue.NewJob{Name: "n", Queue: "work"})
 		}
-		time.Sleep(120 * time.Millisecond) // the next sample is due after Interval
+		// A request takes the next sample once Interval has passed.
 		var full struct{ History []dashboard.Point }
-		if err := json.Unmarshal([]byte(s.page("api/stats")), &full); err != nil {
-			t.Fatal(err)
-		}
+		dbtest.WaitFor(t, 10*time.Second, "a second sample", func() bool {
+			if err := json.Unmarshal([]byte(s.page("api/stats")), &full); err != nil {
+				t.Fatal(err)
+			}
+			return len(full.History) >= 2
+		})
 		if len(full.History) != 2 {
 			t.Fatalf("history has %d points, want 2", len(full.History))
 		}
@@ -710,13 +713,14 @@ func TestDrainedQueueLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(110 * time.Millisecond) // the next sample
-	if st := s.stats(); st.queue("temp").Name != "temp" {
+	// A request takes the next sample once Interval has passed.
+	drained := s.stats().Totals.Time
+	var st stats
+	dbtest.WaitFor(t, 10*time.Second, "the sample after the drain", func() bool { st = s.stats(); return st.Totals.Time > drained })
+	if st.queue("temp").Name != "temp" {
 		t.Errorf("temp left at once when drained: %+v", st.Queues)
 	}
-	time.Sleep(1100 * time.Millisecond) // past the history
-	st := s.stats()
-	if st.queue("temp").Name == "temp" {
+	if !dbtest.Until(20*time.Second, func() bool { st = s.stats(); return st.queue("temp").Name != "temp" }) {
 		t.Errorf("temp still listed after the history: %+v", st.Queues)
 	}
 	for _, name := range []string{"named", "held", "default"} {

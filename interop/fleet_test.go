@@ -49,7 +49,7 @@ func TestMixedFleet(t *testing.T) {
 			}
 			type data struct{ Key string }
 			worker.HandleJSON(w, recorderHandle, func(ctx context.Context, job *dbqueue.Job, d data) error {
-				time.Sleep(3 * time.Millisecond)
+				time.Sleep(3 * time.Millisecond) // the job's work, so PHP and Go workers interleave
 				return s.record(ctx, d.Key)
 			})
 			worker.HandleJSON(w, recorderBrittle, func(ctx context.Context, job *dbqueue.Job, d data) error {
@@ -95,7 +95,7 @@ func TestMixedFleet(t *testing.T) {
 					pushErrs <- err
 					return
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the pushes' pace, spread over the run: not a wait
 			}
 		})
 		wg.Wait()

@@ -530,12 +530,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // test with the message msg returns.
 func eventually(t testing.TB, within time.Duration, cond func() bool, msg func() string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, msg())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !dbtest.Until(within, cond) {
+		t.Fatalf("after %v: %s", within, msg())
 	}
 }
 

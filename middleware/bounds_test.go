@@ -145,13 +145,7 @@ func TestWithoutOverlappingOutlastsShortExpire(t *testing.T) {
 					t.Fatal("the first job did not start")
 				}
 				began = dbNow(t, db)
-				deadline := time.Now().Add(20 * time.Second)
-				for dbNow(t, db) < began+c.wait {
-					if time.Now().After(deadline) {
-						t.Fatal("the database clock did not move")
-					}
-					time.Sleep(50 * time.Millisecond) // waits for the database clock; the outcome is checked below
-				}
+				dbtest.WaitFor(t, 20*time.Second, "the database clock moves", func() bool { return dbNow(t, db) >= began+c.wait })
 				err := second(bg, jobs[1])
 				close(hold)
 				if ferr := <-done; ferr != nil {

@@ -154,7 +154,9 @@ func TestWithoutOverlapping(t *testing.T) {
 				}
 			}
 			if k.Key == "S" {
-				time.Sleep(5 * time.Millisecond) // widens any overlap; not needed for the outcome
+				// The work under test, long enough for an overlap to show:
+				// no other goroutine waits on this sleep.
+				time.Sleep(5 * time.Millisecond)
 			}
 			mu.Lock()
 			running[k.Key]--
@@ -226,13 +228,7 @@ func TestWithoutOverlapping(t *testing.T) {
 			burst = append(burst, dbqueue.NewJob{Name: "s", Data: keyed{"S", 10 + i}})
 		}
 		push(t, q, burst...)
-		deadline := time.Now().Add(30 * time.Second)
-		for db.Count(t, "SELECT COUNT(*) FROM jobs") > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("jobs not done within 30s")
-			}
-			time.Sleep(20 * time.Millisecond) // polling for the end, not deciding anything
-		}
+		dbtest.WaitFor(t, 30*time.Second, "every job done", func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 		cancel()
 		wg.Wait()
 		mu.Lock()

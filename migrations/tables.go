@@ -156,6 +156,9 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Failed", t.Failed + "_uuid_unique"},
 		{"Jobs", t.Jobs + "_limits"},
 		{"Jobs", t.Jobs + "_locks"},
+		{"Jobs", t.Jobs + "_metrics"},
+		{"Jobs", t.Jobs + "_workers"},
+		{"Jobs", t.Jobs + "_history_finished_idx"},
 	}
 	for _, d := range derived {
 		if len(d.name) > maxIdentifier {

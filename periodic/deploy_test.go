@@ -132,21 +132,16 @@ func TestRollingDeployPushesEachTickOnce(t *testing.T) {
 // and checks that none was pushed twice.
 func eachTickOnce(t *testing.T, db *dbtest.DB, tries []*atomic.Int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var got map[int64]int
-	for {
+	if !dbtest.Until(20*time.Second, func() bool {
 		got = pushedTicks(t, db)
 		all := true
 		for _, n := range tries {
 			all = all && n.Load() > 0
 		}
-		if len(got) >= 6 && all {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: %d ticks pushed, want 6 with every scheduler trying", len(got))
-		}
-		time.Sleep(100 * time.Millisecond) // polls for progress; the check is below
+		return len(got) >= 6 && all
+	}) {
+		t.Fatalf("after 20s: %d ticks pushed, want 6 with every scheduler trying", len(got))
 	}
 	var list []int64
 	for tick, n := range got {

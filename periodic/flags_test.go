@@ -59,10 +59,7 @@ func TestTwoSchedulersDSNFlags(t *testing.T) {
 						}
 					})
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				for distinct(ticks(t, db)) < 3 && time.Now().Before(deadline) {
-					time.Sleep(50 * time.Millisecond) // polls the jobs table; the counts are checked below
-				}
+				dbtest.Until(10*time.Second, func() bool { return distinct(ticks(t, db)) >= 3 }) // checked below
 				stop()
 				wg.Wait()
 				got := ticks(t, db)

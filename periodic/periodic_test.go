@@ -150,17 +150,11 @@ func TestThreeProcessesOneJobPerTick(t *testing.T) {
 		// the n seconds they take.
 		waitFor := func(n int) []tickData {
 			t.Helper()
-			deadline := time.Now().Add(time.Duration(n+6) * time.Second)
-			for {
-				got := ticks(t, db)
-				if len(got) >= n {
-					return got
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d ticks pushed after %ds, want %d", len(got), n+6, n)
-				}
-				time.Sleep(100 * time.Millisecond) // polls for progress; correctness is checked below
+			var got []tickData
+			if !dbtest.Until(time.Duration(n+6)*time.Second, func() bool { got = ticks(t, db); return len(got) >= n }) {
+				t.Fatalf("only %d ticks pushed after %ds, want %d", len(got), n+6, n)
 			}
+			return got
 		}
 		before := waitFor(4)
 		// Kill the process that pushed the newest tick: the one winning the

@@ -31,13 +31,9 @@ func TestRemovedScheduleLocksArePruned(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = gone.Run(ctx) }()
-		deadline := time.Now().Add(15 * time.Second)
-		for db.Count(t, "SELECT COUNT(*) FROM jobs WHERE queue = 'gone'") == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the schedule to remove never pushed")
-			}
-			time.Sleep(50 * time.Millisecond) // polls for the first push
-		}
+		dbtest.WaitFor(t, 15*time.Second, "the schedule to remove pushes", func() bool {
+			return db.Count(t, "SELECT COUNT(*) FROM jobs WHERE queue = 'gone'") > 0
+		})
 		stop()
 		<-done
 		locks := db.Count(t, "SELECT COUNT(*) FROM dbqueue_unique")
@@ -62,12 +58,10 @@ func TestRemovedScheduleLocksArePruned(t *testing.T) {
 		go func() { defer close(done); _ = kept.Run(ctx) }()
 		defer func() { stop(); <-done }()
 		old := "SELECT COUNT(*) FROM dbqueue_unique WHERE expires_at <= " + db.Now() + " - ?"
-		deadline = time.Now().Add(15 * time.Second)
-		for db.Count(t, old, 7*day) > 0 || db.Count(t, "SELECT COUNT(*) FROM jobs WHERE queue = 'kept'") == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of the removed schedule's %d locks still there after 15s", db.Count(t, old, 7*day), locks)
-			}
-			time.Sleep(50 * time.Millisecond) // polls for the prune
+		if !dbtest.Until(15*time.Second, func() bool {
+			return db.Count(t, old, 7*day) == 0 && db.Count(t, "SELECT COUNT(*) FROM jobs WHERE queue = 'kept'") > 0
+		}) {
+			t.Fatalf("%d of the removed schedule's %d locks still there after 15s", db.Count(t, old, 7*day), locks)
 		}
 		if n := db.Count(t, "SELECT COUNT(*) FROM dbqueue_unique WHERE lock_key = 'recent'"); n != 1 {
 			t.Error("a tick lock six days old was pruned; a late process could still need it")

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,13 +24,9 @@ const defaultsRetryAfter = 90
 func killMidJob(t *testing.T, db *dbtest.DB, id int64, n int) {
 	t.Helper()
 	child := startChild(t, db, "defaults", defaultsRetryAfter, 2)
-	deadline := time.Now().Add(60 * time.Second)
-	for db.Count(t, "SELECT COUNT(*) FROM ledger WHERE job_id = ?", id) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker process never started run %d of the job", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, 60*time.Second, fmt.Sprintf("the worker process starts run %d of the job", n), func() bool {
+		return db.Count(t, "SELECT COUNT(*) FROM ledger WHERE job_id = ?", id) >= n
+	})
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

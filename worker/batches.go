@@ -165,6 +165,9 @@ func (r *run) discardCancelled(job *dbqueue.Job, h *handler) {
 		return
 	}
 	r.logDone(job, 0, "discarded: its batch was cancelled", err)
+	if err == nil {
+		r.count(job, countProcessed, 0, false)
+	}
 	if fn := r.w.opts.Events.JobProcessed; fn != nil && err == nil {
 		fn(r.jobCtx, job, time.Duration(0))
 	}

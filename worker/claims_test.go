@@ -41,6 +41,8 @@ func TestClaimsInFlight(t *testing.T) {
 			deadline := time.Now().Add(20 * time.Second)
 			lock := lockWhenParked(t, db, &ran, deadline)
 			most := 0
+			// watch samples the waiting claims for d: a claim too many is an
+			// event that must not happen, so only a window can show it.
 			watch := func(d time.Duration) {
 				for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 					most = max(most, waitingClaims(t, db.SQL, app))
@@ -58,9 +60,7 @@ func TestClaimsInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(gate)
-			for ran.Load() < 100 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			dbtest.Until(time.Until(deadline), func() bool { return ran.Load() >= 100 }) // counted below
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -112,9 +112,10 @@ func TestStopGivesBackClaimInFlight(t *testing.T) {
 	t.Parallel()
 	db, q, app := namedQueue(t)
 	pushN(t, q, 100, dbqueue.NewJob{Name: "job"})
-	var ran atomic.Int64
+	var ran, givenBack atomic.Int64
 	gate := make(chan struct{}, 100)
-	w, _ := newWorker(t, q, worker.Options{Concurrency: 4, Prefetch: 4, Claims: 2})
+	w, _ := newWorker(t, q, worker.Options{Concurrency: 4, Prefetch: 4, Claims: 2,
+		Events: worker.Events{JobGivenBack: func(context.Context, *dbqueue.Job) { givenBack.Add(1) }}})
 	// The first four park at the gate; the rest finish at once.
 	w.Handle("job", func(ctx context.Context, job *dbqueue.Job) error {
 		if ran.Add(1) <= 4 {
@@ -131,15 +132,16 @@ func TestStopGivesBackClaimInFlight(t *testing.T) {
 	// One parked job done: its runner works off the four prefetched jobs
 	// and then idles, while claims for the freed slots wait at the lock.
 	gate <- struct{}{}
-	for (ran.Load() < 8 || waitingClaims(t, db.SQL, app) == 0) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, time.Until(deadline), "eight jobs run and a claim waiting at the lock", func() bool {
+		return ran.Load() >= 8 && waitingClaims(t, db.SQL, app) > 0
+	})
 	cancel() // stop while that claim is out
-	time.Sleep(200 * time.Millisecond)
 	if err := lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the claims return; an idle runner must not start their jobs
+	// The claims return to a stopping worker, whose idle runner must not
+	// start their jobs: wait until they are given back (or, wrongly, run).
+	dbtest.WaitFor(t, 20*time.Second, "the claimed jobs given back", func() bool { return givenBack.Load() > 0 || ran.Load() > 8 })
 	close(gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -157,9 +159,7 @@ func TestStopGivesBackClaimInFlight(t *testing.T) {
 // the returned transaction ends (at the latest when the test does).
 func lockWhenParked(t *testing.T, db *dbtest.DB, ran *atomic.Int64, deadline time.Time) *sql.Tx {
 	t.Helper()
-	for ran.Load() < 4 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	dbtest.WaitFor(t, time.Until(deadline), "four handlers parked", func() bool { return ran.Load() >= 4 })
 	lock, err := db.SQL.BeginTx(bg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -43,4 +43,14 @@
 // The stuck goroutine keeps its slot until it returns, so concurrency stays
 // bounded, and when every slot is stuck Run returns ErrWedged so a
 // supervisor can restart the process.
+//
+// Metrics: a worker counts what it does per queue and job name (processed,
+// failed, released, runtime and queue-wait histograms) in memory, without
+// a lock or an allocation per job, and adds the counts to the minute's
+// row of the metrics table every Options.MetricsInterval (10s), with a
+// heartbeat row of its own in the workers table; dbqueue.Queue.Metrics
+// and Queue.Workers read them, summed over every process. Counts a write
+// could not store are kept for the next one; Run writes once more as it
+// returns and deletes its heartbeat row. Options.HistoryRetention also
+// records each finished job (dbqueue.Queue.History).
 package worker

@@ -131,28 +131,23 @@ func TestWorkerLetsGoOfFinishedJobs(t *testing.T) {
 			<-ran
 		}
 		// The deletes are batched: wait until the last one is written.
-		for db.Count(t, "SELECT COUNT(*) FROM jobs") != 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		dbtest.WaitFor(t, 20*time.Second, "the batched deletes written", func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 		// The batcher lets go of a batch just after its statement returns,
 		// so look again until nothing is reachable or a few seconds pass;
 		// a stray reference holds its jobs for good.
 		live := 0
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if !dbtest.Until(5*time.Second, func() bool {
 			runtime.GC()
 			mu.Lock()
+			defer mu.Unlock()
 			live = 0
 			for _, p := range kept {
 				if p.Value() != nil {
 					live++
 				}
 			}
-			mu.Unlock()
-			if live == 0 || time.Now().After(deadline) {
-				break
-			}
-		}
-		if live != 0 {
+			return live == 0
+		}) {
 			t.Fatalf("%d of %d finished jobs are still reachable while the worker runs on", live, n)
 		}
 	})

@@ -101,7 +101,7 @@ func faultChildMain() int {
 			fmt.Fprintln(os.Stderr, "open queue:", err)
 			return 2
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the worker process's own retry while the server restarts
 	}
 	defer q.Close()
 	parsed, _ := dbqueue.ParseDSN(dsn)

@@ -127,6 +127,26 @@ type Options struct {
 	Logger *slog.Logger
 	// Events are hooks called as jobs move; all optional.
 	Events Events
+	// MetricsInterval is how often the worker writes what it did to the
+	// metrics table (counts, runtimes and queue waits per queue, job name
+	// and minute; dbqueue.Queue.Metrics reads them) and its heartbeat row
+	// to the workers table (dbqueue.Queue.Workers, `dbqueue workers`).
+	// Counts are kept in memory between writes; a write that fails is
+	// carried to the next, and Run writes once more as it returns.
+	// Default 10s; a negative value turns both off (for tables migrated
+	// before migration 00009, or a database that must see no writes but
+	// the jobs').
+	MetricsInterval time.Duration
+	// MetricsRetention is how long minutes of metrics are kept: workers
+	// delete older ones, a bounded batch at a time, every few minutes.
+	// Default 7 days.
+	MetricsRetention time.Duration
+	// HistoryRetention, when positive, makes the worker record every job
+	// that finishes here (done or failed) in the history table
+	// (dbqueue.Queue.History), written in batches with the metrics, and
+	// delete entries older than this. Default 0: no history (it costs a
+	// row per job).
+	HistoryRetention time.Duration
 	// Middleware wrap every handler of the worker, outside each
 	// handler's own (WithMiddleware); the first is the outermost. See
 	// Middleware.
@@ -194,6 +214,12 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MetricsInterval == 0 {
+		o.MetricsInterval = defaultMetricsInterval
+	}
+	if o.MetricsRetention == 0 {
+		o.MetricsRetention = defaultMetricsRetention
+	}
 	return o
 }
 
@@ -224,10 +250,14 @@ func (o Options) validate(retryAfter time.Duration) error {
 	}{
 		{"Timeout", o.Timeout}, {"UnknownKindBackoff", o.UnknownKindBackoff}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
 		{"GracePeriod", o.GracePeriod}, {"SignalInterval", o.SignalInterval},
+		{"MetricsRetention", o.MetricsRetention}, {"HistoryRetention", o.HistoryRetention},
 	} {
 		if f.d < 0 || f.d > MaxDelay {
 			bad("%s %v: must be from 0 (the default) to %v (100 years)", f.name, f.d, MaxDelay)
 		}
+	}
+	if o.MetricsInterval > MaxDelay {
+		bad("MetricsInterval %v: must be at most %v (negative: off)", o.MetricsInterval, MaxDelay)
 	}
 	if o.MaxJobs < 0 {
 		bad("MaxJobs %d: must not be negative (0: no limit)", o.MaxJobs)
@@ -253,3 +283,9 @@ func (o Options) validate(retryAfter time.Duration) error {
 	}
 	return nil
 }
+
+// The defaults of Options.MetricsInterval and MetricsRetention.
+const (
+	defaultMetricsInterval  = 10 * time.Second
+	defaultMetricsRetention = 7 * 24 * time.Hour
+)

@@ -112,6 +112,9 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 	}
 
 	begun := time.Now()
+	if r.stats != nil {
+		r.stats.started(job, dbNow.now())
+	}
 	a := sl.newAttempt()
 	a.parent, a.deadline, a.job, a.h, a.maxTries, a.begun, a.dbNow = ctx, begun.Add(timeout), job, h, maxTries, begun, dbNow
 	sl.start(a, timeout)
@@ -147,6 +150,9 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 					err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
 				}
 				r.logDone(job, res.took, "done late", err)
+				if err == nil {
+					r.count(job, countProcessed, res.took, true)
+				}
 			})
 		}
 		return true
@@ -215,6 +221,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 			return // failed: its success cannot be written
 		}
 		r.logDone(job, res.took, "done", nil)
+		r.count(job, countProcessed, res.took, true)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
@@ -228,6 +235,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 			return
 		}
 		r.logDone(job, res.took, "deleted", nil)
+		r.count(job, countProcessed, res.took, true)
 		if fn := ev.JobProcessed; fn != nil {
 			fn(ctx, job, res.took)
 		}
@@ -237,12 +245,18 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 			return
 		}
 		r.logJob(job, res.took, "released", err, "delay", o.delay)
+		if err == nil {
+			r.count(job, countReleased, res.took, true)
+		}
 		if fn := ev.JobReleased; fn != nil && err == nil {
 			fn(ctx, job, o.delay)
 		}
 	case o != nil && o.kind == outcomeSnooze:
 		err := r.persist(ctx, job, func() error { return txExtOf(r.w.q).Snooze(context.WithoutCancel(ctx), job, o.delay) })
 		r.logJob(job, res.took, "snoozed", err, "delay", o.delay)
+		if err == nil {
+			r.count(job, countReleased, res.took, true)
+		}
 		if fn := ev.JobReleased; fn != nil && err == nil {
 			fn(ctx, job, o.delay)
 		}
@@ -296,6 +310,9 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 		return
 	}
 	r.logJob(job, res.took, "released after error", err, "delay", delay, "cause", res.err)
+	if err == nil {
+		r.count(job, countReleased, res.took, true)
+	}
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
 		fn(ctx, job, delay)
 	}
@@ -327,6 +344,9 @@ func (r *run) timedOut(job *dbqueue.Job, h *handler, maxTries int, took time.Dur
 		return true
 	}
 	r.logJob(job, took, "timed out, released", errors.Join(cause, err), "delay", delay)
+	if err == nil {
+		r.count(job, countReleased, took, true)
+	}
 	if fn := w.opts.Events.JobReleasedAfterException; fn != nil && err == nil {
 		fn(ctx, job, delay)
 	}
@@ -429,6 +449,7 @@ func (r *run) failAs(job *dbqueue.Job, h *handler, took time.Duration, cause err
 	if err != nil {
 		return // not recorded: the job comes back after retry_after
 	}
+	r.count(job, countFailed, took, took > 0)
 	r.failed(job, h, cause)
 }
 

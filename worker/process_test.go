@@ -122,13 +122,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		q := db.Queue(t, dbqueue.WithRetryAfter(retryAfter*time.Second))
 		id := pushN(t, q, 1, dbqueue.NewJob{Name: "hang"})[0]
 		child := startChild(t, db, "hang", retryAfter, 2)
-		deadline := time.Now().Add(30 * time.Second)
-		for db.Count(t, "SELECT COUNT(*) FROM ledger") == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the child never started the job")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		dbtest.WaitFor(t, 30*time.Second, "the child starts the job", func() bool { return db.Count(t, "SELECT COUNT(*) FROM ledger") > 0 })
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

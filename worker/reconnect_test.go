@@ -47,7 +47,7 @@ func TestWorkerRidesOutLostDatabase(t *testing.T) {
 					proxy.Cut()
 					time.AfterFunc(1500*time.Millisecond, proxy.Restore)
 				}
-				time.Sleep(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // the job's work: keeps jobs running while the cut lasts
 				return nil
 			})
 			// A claim whose reply was lost with the connection holds its jobs

@@ -73,8 +73,8 @@ func TestRestartSignal(t *testing.T) {
 		w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { ran.Add(1); return nil })
 		pushN(t, q, 3, dbqueue.NewJob{Name: "n"})
 		go func() {
-			for ran.Load() < 3 {
-				time.Sleep(10 * time.Millisecond)
+			if !dbtest.Until(20*time.Second, func() bool { return ran.Load() >= 3 }) {
+				t.Error("the three jobs did not run")
 			}
 			if err := q.Restart(bg); err != nil {
 				t.Error(err)
@@ -144,8 +144,8 @@ func TestGracefulStopReleasesAtOnce(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(bg)
 		go func() {
-			for started.Load() < 40 {
-				time.Sleep(5 * time.Millisecond)
+			if !dbtest.Until(20*time.Second, func() bool { return started.Load() >= 40 }) {
+				t.Error("forty jobs did not start")
 			}
 			cancel()
 		}()

@@ -198,11 +198,13 @@ func (r *run) settle(job *dbqueue.Job, h *handler, took time.Duration, s *settle
 			what = "snoozed"
 		}
 		r.logJob(job, took, what, nil, "delay", s.delay)
+		r.count(job, countReleased, took, true)
 		if fn := ev.JobReleased; fn != nil {
 			fn(ctx, job, s.delay)
 		}
 	case s.kind == outcomeCancel:
 		r.logJob(job, took, "cancelled", s.cause)
+		r.count(job, countFailed, took, true)
 		if s.after != nil {
 			r.batchMoved(job, s.before, s.after, s.cause)
 		}
@@ -213,6 +215,7 @@ func (r *run) settle(job *dbqueue.Job, h *handler, took time.Duration, s *settle
 			what = "deleted"
 		}
 		r.logDone(job, took, what, nil)
+		r.count(job, countProcessed, took, true)
 		if s.after != nil {
 			r.batchMoved(job, s.before, s.after, nil)
 		}

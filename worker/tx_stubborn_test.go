@@ -111,12 +111,9 @@ func stubbornTx(t *testing.T, db *dbtest.DB, q *dbqueue.Queue, register func(*wo
 	// The worker gives the first run up past its timeout, leaves the job
 	// reserved until retry_after, and then runs it again on its other
 	// goroutine, which ends it.
-	for deadline := time.Now().Add(20 * time.Second); db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", id) != 0; {
-		if time.Now().After(deadline) {
-			close(wake)
-			t.Fatal("the job of a handler that ignores its context was never given up and run again")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !dbtest.Until(20*time.Second, func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", id) == 0 }) {
+		close(wake)
+		t.Fatal("the job of a handler that ignores its context was never given up and run again")
 	}
 	// Now the late run wakes, writes and returns nil.
 	close(wake)

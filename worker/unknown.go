@@ -31,6 +31,9 @@ func (r *run) unknownKind(job *dbqueue.Job, maxTries int, dbNow dbClock) {
 		return
 	}
 	r.logJob(job, 0, "released: no handler for its name on this worker", err, "delay", delay)
+	if err == nil {
+		r.count(job, countReleased, 0, false)
+	}
 	if fn := w.opts.Events.JobReleased; fn != nil && err == nil {
 		fn(ctx, job, delay)
 	}

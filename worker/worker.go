@@ -125,6 +125,10 @@ type run struct {
 	closeMu sync.RWMutex
 	closed  bool
 
+	// stats counts what the run did for the metrics table; nil when
+	// Options.MetricsInterval is negative (or in RunOnce).
+	stats *recorder
+
 	// record, when set (by RunOnce), hears every job's outcome as it is
 	// logged.
 	record func(job *dbqueue.Job, outcome string, err error, extra []any)
@@ -177,6 +181,10 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return err
 	}
 	r.restartAt.Store(sig.restart)
+	stopReporting, err := r.startReporting(ctx)
+	if err != nil {
+		return err
+	}
 
 	wake, unsubscribe := w.ext.Wakeups(w.opts.Queues...)
 	defer unsubscribe()
@@ -240,6 +248,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	r.closeMu.Unlock()
 	r.done.close()
 	r.releases.close()
+	stopReporting()
 	w.log.Info("worker stopping", "reason", string(reason), "processed", r.processed.Load(), "error", loopErr)
 	if fn := w.opts.Events.WorkerStopping; fn != nil {
 		fn(reason, loopErr)
@@ -540,6 +549,7 @@ func (r *run) reserve(ctx context.Context, n int, queues []string) ([]*dbqueue.J
 // Payload as decoded (its Name may be empty).
 func (r *run) claimFailed(job *dbqueue.Job, cause error) {
 	r.logJob(job, 0, "failed at claim, without running", cause)
+	r.count(job, countFailed, 0, false)
 	r.failed(job, r.w.handlerFor(job), cause)
 }
 

@@ -100,10 +100,25 @@ type Options struct {
 	// every span and exports nowhere (see otelSDK). The system's name
 	// gets OTelSuffix.
 	OTel bool
+	// NoMetrics runs the workers with the metrics and heartbeat of
+	// worker.Options.MetricsInterval off (negative), where they are on by
+	// default. The system's name gets NoMetricsSuffix.
+	NoMetrics bool
+	// History runs the workers with worker.Options.HistoryRetention set:
+	// a row of the job history per finished job. The system's name gets
+	// HistorySuffix.
+	History bool
 	// Handler is what each job's handler does: HandlerNoop (""),
 	// HandlerInsertTx or HandlerInsert (see insert.go).
 	Handler string
 }
+
+// NoMetricsSuffix and HistorySuffix end the names of systems run with
+// Options.NoMetrics and Options.History.
+const (
+	NoMetricsSuffix = "-nometrics"
+	HistorySuffix   = "-history"
+)
 
 // MaxClaim is the most jobs one claim of dbqueue's worker takes
 // (worker/worker.go: min(want, 1000)).
@@ -260,6 +275,12 @@ func (s *System) open(ctx context.Context) error {
 		s.name += "-" + s.o.Handler
 	default:
 		return fmt.Errorf("%s: unknown handler %q (have %q, %q, %q)", s.name, s.o.Handler, HandlerNoop, HandlerInsertTx, HandlerInsert)
+	}
+	if s.o.NoMetrics {
+		s.name += NoMetricsSuffix
+	}
+	if s.o.History {
+		s.name += HistorySuffix
 	}
 	if s.o.OTel {
 		s.name += OTelSuffix
@@ -477,6 +498,12 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 		}
 		if s.otel != nil {
 			o = s.otel.inst.WorkerOptions(o)
+		}
+		if s.o.NoMetrics {
+			o.MetricsInterval = -1
+		}
+		if s.o.History {
+			o.HistoryRetention = time.Hour
 		}
 		w, err := worker.New(q, o)
 		if err != nil {

@@ -39,8 +39,12 @@ Migrations:
 
 Queues:
   queues [-queue Q]... [-json]       per queue: pending, delayed, reserved, oldest pending, paused
-  monitor [-queue Q]... [-max N] [-json] [-watch [-every 5s]]
-                                     sizes; exit 3 when a queue has more than N pending
+  monitor [-queue Q]... [-max N] [-max-age 5m] [-max-failure-rate 0.1 [-window 5m]]
+          [-json | -json-lines] [-watch [-every 5s]]
+                                     sizes; exit 3 when a queue has more than N pending,
+                                     a pending job older than -max-age, or more than that
+                                     share of failures among jobs ended in -window
+  workers [-json]                    running workers: host, pid, queues, running jobs
   pause QUEUE | resume QUEUE         stop or let workers take jobs from QUEUE
   restart                            ask every worker to stop after its current jobs
   clear QUEUE [-force]               delete every job of QUEUE (asks to type the name)
@@ -102,8 +106,8 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Sprintf(format, args...) + "\n(dbqueue -h lists the commands)"}
 }
 
-// errThreshold is monitor's exit code 3: some queue has too many pending jobs.
-var errThreshold = errors.New("a queue has more pending jobs than -max")
+// errThreshold is monitor's exit code 3: a queue is over one of its limits.
+var errThreshold = errors.New("a queue is over a monitor limit (-max, -max-age or -max-failure-rate)")
 
 // exitCode maps run's error to the process exit code.
 func exitCode(err error) int {
@@ -236,6 +240,8 @@ func runConsole(ctx context.Context, args []string, con console) error {
 		err = c.queues(ctx, args)
 	case "monitor":
 		err = c.monitor(ctx, args)
+	case "workers":
+		err = c.workers(ctx, args)
 	case "jobs":
 		err = c.jobs(ctx, args)
 	case "failed":

@@ -31,7 +31,13 @@ type queueSize struct {
 	Reserved      int64   `json:"reserved"`
 	OldestPending float64 `json:"oldest_pending_seconds"`
 	Paused        bool    `json:"paused"`
-	// Status is monitor's: OK, or ALERT over -max.
+	// Processed, Failed and FailureRate are monitor's with
+	// -max-failure-rate: the queue's jobs that ended in the last -window,
+	// from the metrics workers record.
+	Processed   *int64   `json:"processed,omitempty"`
+	Failed      *int64   `json:"failed,omitempty"`
+	FailureRate *float64 `json:"failure_rate,omitempty"`
+	// Status is monitor's: OK, or ALERT when a check is over its limit.
 	Status string `json:"status,omitempty"`
 }
 
@@ -130,10 +136,36 @@ func (c *cli) queues(ctx context.Context, args []string) error {
 
 // monitorReport is monitor's JSON.
 type monitorReport struct {
-	Time   time.Time   `json:"time"`
-	Max    *int64      `json:"max,omitempty"`
-	Alert  bool        `json:"alert"`
-	Queues []queueSize `json:"queues"`
+	Time time.Time `json:"time"`
+	// The limits given: Max pending jobs, MaxAge of the oldest pending
+	// job (seconds), MaxFailureRate over Window (seconds).
+	Max            *int64         `json:"max,omitempty"`
+	MaxAge         *float64       `json:"max_age_seconds,omitempty"`
+	MaxFailureRate *float64       `json:"max_failure_rate,omitempty"`
+	Window         *float64       `json:"window_seconds,omitempty"`
+	Alert          bool           `json:"alert"`
+	Queues         []queueSize    `json:"queues"`
+	Checks         []monitorCheck `json:"checks"`
+}
+
+// monitorCheck is one threshold checked on one queue: with -json-lines,
+// each is printed as a line of its own, for log shippers.
+type monitorCheck struct {
+	Time  time.Time `json:"time"`
+	Queue string    `json:"queue"`
+	// Check is "pending", "age" (seconds) or "failure_rate".
+	Check  string  `json:"check"`
+	Value  float64 `json:"value"`
+	Limit  float64 `json:"limit"`
+	Status string  `json:"status"`
+}
+
+// monitorLimits are monitor's thresholds; a negative one is not checked.
+type monitorLimits struct {
+	pending     int64
+	age         time.Duration
+	failureRate float64
+	window      time.Duration
 }
 
 func (c *cli) monitor(ctx context.Context, args []string) error {
@@ -141,7 +173,12 @@ func (c *cli) monitor(ctx context.Context, args []string) error {
 	var named queueList
 	fs.Var(&named, "queue", "a queue to watch (repeat, or comma-separate; default: every queue with jobs)")
 	asJSON := fs.Bool("json", false, "print JSON (one object per line with -watch)")
-	maxPending := fs.Int64("max", -1, "alert, and exit 3, when a queue has more than this many pending jobs (default: no limit)")
+	jsonLines := fs.Bool("json-lines", false, "print one JSON line per check (queue and threshold), for log shippers")
+	var lim monitorLimits
+	fs.Int64Var(&lim.pending, "max", -1, "alert, and exit 3, when a queue has more than this many pending jobs (default: no limit)")
+	fs.DurationVar(&lim.age, "max-age", -1, "alert, and exit 3, when a queue's oldest pending job has been due longer than this (e.g. 5m; default: no limit)")
+	fs.Float64Var(&lim.failureRate, "max-failure-rate", -1, "alert, and exit 3, when more than this share (0 to 1) of a queue's jobs that ended in the last -window failed, from the metrics workers record (default: no limit)")
+	fs.DurationVar(&lim.window, "window", 5*time.Minute, "how far back -max-failure-rate looks")
 	watch := fs.Bool("watch", false, "print again every -every until interrupted")
 	every := fs.Duration("every", 5*time.Second, "how often -watch prints")
 	rest, err := parse(fs, args)
@@ -153,6 +190,15 @@ func (c *cli) monitor(ctx context.Context, args []string) error {
 	}
 	if *every <= 0 {
 		return usagef("monitor: -every must be positive")
+	}
+	if *asJSON && *jsonLines {
+		return usagef("monitor: -json and -json-lines: choose one")
+	}
+	if lim.failureRate > 1 {
+		return usagef("monitor: -max-failure-rate %v: give a share from 0 to 1 (0.1 is 10%%)", lim.failureRate)
+	}
+	if lim.window < time.Minute {
+		return usagef("monitor: -window %v: must be at least a minute (metrics are kept by the minute)", lim.window)
 	}
 	q, err := c.open(ctx)
 	if err != nil {
@@ -168,32 +214,24 @@ func (c *cli) monitor(ctx context.Context, args []string) error {
 			case <-time.After(*every):
 			}
 		}
-		r := monitorReport{Time: time.Now().UTC().Truncate(time.Second)}
-		if *maxPending >= 0 {
-			r.Max = maxPending
-		}
-		names, err := c.queueNames(ctx, q, named)
-		if err == nil {
-			r.Queues, err = sizes(ctx, q, names)
-		}
+		r, err := c.monitorRound(ctx, q, named, lim)
 		if err != nil {
 			if *watch && ctx.Err() != nil {
 				return last
 			}
 			return err
 		}
-		for i := range r.Queues {
-			r.Queues[i].Status = "OK"
-			if r.Max != nil && r.Queues[i].Pending > *r.Max {
-				r.Queues[i].Status = "ALERT"
-				r.Alert = true
-			}
-		}
 		last = nil
 		if r.Alert {
 			last = errThreshold
 		}
 		switch {
+		case *jsonLines:
+			for _, ch := range r.Checks {
+				if err = c.encodeJSON(ch, ""); err != nil {
+					break
+				}
+			}
 		case *asJSON && *watch:
 			err = c.encodeJSON(r, "") // one line a round
 		case *asJSON:
@@ -202,7 +240,7 @@ func (c *cli) monitor(ctx context.Context, args []string) error {
 			if *watch {
 				fmt.Fprintf(c.out, "%s\n", r.Time.Local().Format("2006-01-02 15:04:05"))
 			}
-			c.printSizes(r.Queues, true)
+			c.printMonitor(r)
 			if *watch {
 				fmt.Fprintln(c.out)
 			}
@@ -210,11 +248,111 @@ func (c *cli) monitor(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if r.Alert {
-			fmt.Fprintf(c.errOut, "dbqueue: monitor: a queue has more than %d pending jobs\n", *r.Max)
+		for _, ch := range r.Checks {
+			if ch.Status == "ALERT" {
+				fmt.Fprintf(c.errOut, "dbqueue: monitor: queue %s: %s\n", printable(ch.Queue), ch.describe())
+			}
 		}
 		if !*watch {
 			return last
 		}
 	}
+}
+
+// describe says what an alerting check found.
+func (ch monitorCheck) describe() string {
+	switch ch.Check {
+	case "pending":
+		return fmt.Sprintf("%d pending jobs, more than -max %d", int64(ch.Value), int64(ch.Limit))
+	case "age":
+		return fmt.Sprintf("oldest pending job due for %v, longer than -max-age %v", secs(ch.Value), secs(ch.Limit))
+	}
+	return fmt.Sprintf("failure rate %.3f, over -max-failure-rate %g", ch.Value, ch.Limit)
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Second) }
+
+// monitorRound measures every queue and checks the limits.
+func (c *cli) monitorRound(ctx context.Context, q *dbqueue.Queue, named []string, lim monitorLimits) (monitorReport, error) {
+	r := monitorReport{Time: time.Now().UTC().Truncate(time.Second), Checks: []monitorCheck{}}
+	names, err := c.queueNames(ctx, q, named)
+	if err != nil {
+		return r, err
+	}
+	var rates map[string]dbqueue.MetricsPoint
+	if lim.failureRate >= 0 {
+		m, err := q.Metrics(ctx, dbqueue.MetricsQuery{Window: lim.window})
+		if err != nil {
+			return r, err
+		}
+		rates = map[string]dbqueue.MetricsPoint{}
+		for _, g := range m.Groups {
+			p := rates[g.Queue]
+			p.Processed += g.Processed
+			p.Failed += g.Failed
+			rates[g.Queue] = p
+			if len(named) == 0 {
+				names = append(names, g.Queue) // failures may have emptied it
+			}
+		}
+		names = slices.Compact(slices.Sorted(slices.Values(names)))
+	}
+	if r.Queues, err = sizes(ctx, q, names); err != nil {
+		return r, err
+	}
+	check := func(s *queueSize, kind string, value, limit float64) {
+		ch := monitorCheck{Time: r.Time, Queue: s.Queue, Check: kind, Value: value, Limit: limit, Status: "OK"}
+		if value > limit {
+			ch.Status, s.Status, r.Alert = "ALERT", "ALERT", true
+		}
+		r.Checks = append(r.Checks, ch)
+	}
+	if lim.pending >= 0 {
+		r.Max = &lim.pending
+	}
+	if lim.age >= 0 {
+		a := lim.age.Seconds()
+		r.MaxAge = &a
+	}
+	if lim.failureRate >= 0 {
+		w := lim.window.Seconds()
+		r.MaxFailureRate, r.Window = &lim.failureRate, &w
+	}
+	for i := range r.Queues {
+		s := &r.Queues[i]
+		s.Status = "OK"
+		if r.Max != nil {
+			check(s, "pending", float64(s.Pending), float64(*r.Max))
+		}
+		if r.MaxAge != nil {
+			check(s, "age", s.OldestPending, *r.MaxAge)
+		}
+		if rates != nil {
+			p := rates[s.Queue]
+			rate := p.FailureRate()
+			s.Processed, s.Failed, s.FailureRate = &p.Processed, &p.Failed, &rate
+			check(s, "failure_rate", rate, lim.failureRate)
+		}
+	}
+	return r, nil
+}
+
+// printMonitor prints monitor's table: the sizes, the failure rates when
+// checked, and each queue's status.
+func (c *cli) printMonitor(r monitorReport) {
+	if r.MaxFailureRate == nil {
+		c.printSizes(r.Queues, true)
+		return
+	}
+	w := c.table()
+	fmt.Fprintln(w, "QUEUE\tPENDING\tDELAYED\tRESERVED\tOLDEST PENDING\tPAUSED\tFAILED/ENDED\tFAILURE RATE\tSTATUS")
+	for _, s := range r.Queues {
+		paused := "no"
+		if s.Paused {
+			paused = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t%d/%d\t%.3f\t%s\n", printable(s.Queue), s.Pending, s.Delayed, s.Reserved,
+			formatAge(time.Duration(s.OldestPending*float64(time.Second))), paused, *s.Failed, *s.Failed+*s.Processed, *s.FailureRate, s.Status)
+	}
+	w.Flush()
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	osexec "os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,19 +104,13 @@ pidfile = %s
 	}
 	cmd := osexec.Command(PgBouncerBin, filepath.Join(dir, "pgbouncer.ini"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		// pgbouncer refuses to run as root. Go sets the parent-death
-		// signal after switching users, so it survives the switch.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			missing(t, "pgbouncer refuses to run as root and there is no postgres OS user to run it as: "+err.Error())
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
+	// pgbouncer refuses to run as root. Go sets the parent-death signal
+	// after switching users, so it survives the switch.
+	if cred := postgresUser(t, "pgbouncer refuses to run as root"); cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		cmd.SysProcAttr.Credential = cred
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start pgbouncer: %v", err)

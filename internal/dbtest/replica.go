@@ -22,10 +22,12 @@ import (
 	"github.com/dbqueue/dbqueue"
 )
 
-// Replicated is a private PostgreSQL primary with one streaming replica, for
-// failover tests: the test stops the primary as a crash does, promotes the
-// replica, and checks what clients configured with both hosts see. Both
-// servers are stopped and their directories removed when the test ends.
+// Replicated is a private PostgreSQL primary with one asynchronous streaming
+// replica, for failover tests: the test stops the primary as a crash does,
+// promotes the replica by hand, and checks what clients configured with both
+// hosts see. (For synchronous replication with a real failover manager, see
+// Patroni.) Both servers are stopped and their directories removed when the
+// test ends.
 type Replicated struct {
 	Primary *Server
 	Replica *Server
@@ -43,25 +45,19 @@ type Replicated struct {
 
 // ReplicaOptions say how the replica follows the primary.
 type ReplicaOptions struct {
-	// Sync makes every commit on the primary wait until the replica has
-	// flushed it (synchronous_standby_names = '*', synchronous_commit =
-	// on): what the primary acknowledged survives its loss.
-	Sync bool
 	// Delay holds the replication stream from primary to replica this
 	// long in a proxy, as a replica in another zone sees it. StopPrimary
 	// drops what the proxy holds, as a primary whose host or network
-	// fails takes the WAL it had not yet delivered with it: without sync,
-	// commits acknowledged in the last Delay before the stop are lost. On
+	// fails takes the WAL it had not yet delivered with it: commits
+	// acknowledged in the last Delay before the stop are lost. On
 	// loopback without it the replica is microseconds behind.
 	Delay time.Duration
 }
 
 // StartReplicated starts a private primary (as StartServer does) and a
 // streaming replica cloned from it with pg_basebackup -R, on its own free
-// port, in hot standby. With opts.Sync the primary then waits for the
-// replica on every commit; it returns once the replica streams (and, with
-// Sync, is the synchronous standby). Missing binaries skip the test, or
-// fail it under CI.
+// port, in hot standby, and returns once the replica streams. Missing
+// binaries skip the test, or fail it under CI.
 func StartReplicated(t testing.TB, opts ReplicaOptions) *Replicated {
 	t.Helper()
 	basebackup := filepath.Join(PostgresBin, "pg_basebackup")
@@ -96,22 +92,13 @@ func StartReplicated(t testing.TB, opts ReplicaOptions) *Replicated {
 	}
 	admin := mustOpen(t, "pgx", primary.DSN)
 	defer admin.Close()
-	if opts.Sync {
-		exec(t, admin, "ALTER SYSTEM SET synchronous_standby_names = '*'")
-		exec(t, admin, "ALTER SYSTEM SET synchronous_commit = 'on'")
-		exec(t, admin, "SELECT pg_reload_conf()")
-	}
-	want := "async"
-	if opts.Sync {
-		want = "sync"
-	}
-	r.poll(admin, 60*time.Second, "the replica to stream as "+want, func(ctx context.Context) (bool, error) {
+	r.poll(60*time.Second, "the replica to stream", func(ctx context.Context) (bool, error) {
 		var state, syncState string
 		err := admin.QueryRowContext(ctx, "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = 'dbq_replica'").Scan(&state, &syncState)
 		if err == sql.ErrNoRows {
 			return false, nil
 		}
-		return err == nil && state == "streaming" && syncState == want, err
+		return err == nil && state == "streaming" && syncState == "async", err
 	})
 	return r
 }
@@ -131,10 +118,19 @@ func chownPostgres(dir string) error {
 	return os.Chown(dir, uid, gid)
 }
 
-// poll asks done every 20ms until it says true, failing the test after
-// limit. Errors count as not done yet (a server may be starting).
-func (r *Replicated) poll(db *sql.DB, limit time.Duration, what string, done func(ctx context.Context) (bool, error)) {
+// poll is pollFor with both servers' logs.
+func (r *Replicated) poll(limit time.Duration, what string, done func(ctx context.Context) (bool, error)) {
 	r.t.Helper()
+	pollFor(r.t, limit, what, done, func() string {
+		return "primary log:\n" + r.Primary.Logs() + "\nreplica log:\n" + r.Replica.Logs()
+	})
+}
+
+// pollFor asks done every 20ms (each call bounded to 2s) until it says
+// true, failing the test with logs() after limit. Errors count as not
+// done yet (a server may be starting).
+func pollFor(t testing.TB, limit time.Duration, what string, done func(ctx context.Context) (bool, error), logs func() string) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	var last error
 	for {
@@ -148,7 +144,7 @@ func (r *Replicated) poll(db *sql.DB, limit time.Duration, what string, done fun
 			last = err
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("waiting for %s: not within %v (last error: %v)\nprimary log:\n%s\nreplica log:\n%s", what, limit, last, r.Primary.Logs(), r.Replica.Logs())
+			t.Fatalf("waiting for %s: not within %v (last error: %v)\n%s", what, limit, last, logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -204,7 +200,7 @@ func (r *Replicated) Promote() {
 	if err := admin.QueryRow("SELECT pg_promote(wait => true, wait_seconds => 60)").Scan(&promoted); err != nil || !promoted {
 		r.t.Fatalf("pg_promote: %v (promoted %v)\n%s", err, promoted, r.Replica.Logs())
 	}
-	r.poll(admin, 60*time.Second, "the promoted replica to accept writes", func(ctx context.Context) (bool, error) {
+	r.poll(60*time.Second, "the promoted replica to accept writes", func(ctx context.Context) (bool, error) {
 		var recovery bool
 		var readOnly string
 		err := admin.QueryRowContext(ctx, "SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").Scan(&recovery, &readOnly)
@@ -217,9 +213,17 @@ func (r *Replicated) Promote() {
 // hosts (see Replicated.DSN), so the DB's handles follow a promotion.
 func NewOnReplicated(t testing.TB, r *Replicated) *DB {
 	t.Helper()
-	db := NewOn(t, &Server{Dialect: dbqueue.Postgres, DSN: r.DSN, t: t})
+	return newOnMultiHost(t, r.DSN)
+}
+
+// newOnMultiHost is NewOn for a DSN naming several PostgreSQL hosts with
+// target_session_attrs=read-write: the schema is made on whichever accepts
+// writes.
+func newOnMultiHost(t testing.TB, dsn string) *DB {
+	t.Helper()
+	db := NewOn(t, &Server{Dialect: dbqueue.Postgres, DSN: dsn, t: t})
 	if u, err := url.Parse(db.DSN); err != nil || u.Query().Get("target_session_attrs") != "read-write" {
-		t.Fatalf("NewOnReplicated: DSN %q lost target_session_attrs (%v)", db.DSN, err)
+		t.Fatalf("DSN %q lost target_session_attrs (%v)", db.DSN, err)
 	}
 	return db
 }

@@ -89,6 +89,23 @@ func asPostgres(name string, args ...string) *osexec.Cmd {
 	return osexec.Command(name, args...)
 }
 
+// postgresUser is the postgres OS user's credential when the test runs as
+// root, for a server that refuses to run as root (why says which); nil
+// otherwise. With no postgres user it skips the test, or fails it under
+// CI.
+func postgresUser(t testing.TB, why string) *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		missing(t, why+" and there is no postgres OS user to run it as: "+err.Error())
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
 func (s *Server) initPostgres() {
 	t := s.t
 	initdb := filepath.Join(PostgresBin, "initdb")

@@ -46,6 +46,8 @@ type config struct {
 	riverFast    bool
 	riverConns   int
 	otel         bool // also run each dbqueue system with OpenTelemetry on
+	noMetrics    bool // also run each dbqueue system with worker metrics off
+	history      bool // also run each dbqueue system with the job history on
 	handler      string
 }
 
@@ -177,6 +179,8 @@ func main() {
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
 	flag.StringVar(&c.handler, "handler", "", "what each job's handler does: \"\" (nothing) or \"insert\" (insert one row: dbqueue with a transactional handler and with a plain one, against a hand-written transaction loop; systems "+strings.Join(insertSystems, ",")+")")
+	flag.BoolVar(&c.noMetrics, "metrics-off", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-nometrics, with the worker's metrics and heartbeat off (Options.MetricsInterval -1), beside it in every round")
+	flag.BoolVar(&c.history, "history", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-history, with the job history on (Options.HistoryRetention 1h), beside it in every round")
 	flag.BoolVar(&c.otel, "otel", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-otel, with OpenTelemetry metrics and traces on (an SDK exporting nowhere), beside it in every round")
 	flag.Parse()
 	systemsSet := false
@@ -253,18 +257,30 @@ func main() {
 			}
 			syss = append(syss, s)
 		}
-		if c.otel && strings.HasPrefix(r.name, "dbqueue-") {
+		// The dbqueue variants run beside their system in every round.
+		for _, v := range []struct {
+			on     bool
+			suffix string
+			set    func(*dbqueueq.Options)
+		}{
+			{c.otel, dbqueueq.OTelSuffix, func(o *dbqueueq.Options) { o.OTel = true }},
+			{c.noMetrics, dbqueueq.NoMetricsSuffix, func(o *dbqueueq.Options) { o.NoMetrics = true }},
+			{c.history, dbqueueq.HistorySuffix, func(o *dbqueueq.Options) { o.History = true }},
+		} {
+			if !v.on || !strings.HasPrefix(r.name, "dbqueue-") {
+				continue
+			}
 			o := c
-			o.dbqueue.OTel = true
-			v, err := r.open(ctx, &o)
+			v.set(&o.dbqueue)
+			s, err := r.open(ctx, &o)
 			if err != nil {
-				log.Fatalf("%s%s: %v", r.name, dbqueueq.OTelSuffix, err)
+				log.Fatalf("%s%s: %v", r.name, v.suffix, err)
 			}
-			defer v.Close()
-			if err := v.Setup(ctx); err != nil {
-				log.Fatalf("%s: setup: %v", v.Name(), err)
+			defer s.Close()
+			if err := s.Setup(ctx); err != nil {
+				log.Fatalf("%s: setup: %v", s.Name(), err)
 			}
-			syss = append(syss, v)
+			syss = append(syss, s)
 		}
 		if v := variant(ctx, &c, r.name); v != nil {
 			defer v.Close()

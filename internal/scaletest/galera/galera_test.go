@@ -247,13 +247,9 @@ func testOneWinner(t *testing.T, c *dbtest.Cluster) {
 func waitVisible(t *testing.T, dbs []*dbtest.DB, id int64) {
 	t.Helper()
 	for i, db := range dbs {
-		deadline := time.Now().Add(10 * time.Second)
-		for db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", id) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d never reached node %d", id, i+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		dbtest.WaitFor(t, 10*time.Second, fmt.Sprintf("job %d reaches node %d", id, i+1), func() bool {
+			return db.Count(t, "SELECT COUNT(*) FROM jobs WHERE id = ?", id) > 0
+		})
 	}
 }
 
@@ -308,10 +304,10 @@ func testLedger(t *testing.T, c *dbtest.Cluster) {
 	defer cancel()
 	dbs := c.NewDB(t)
 	dbs[0].Exec(t, "CREATE TABLE ledger (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, job_id BIGINT NOT NULL, node INT NOT NULL, attempts INT NOT NULL) ENGINE=InnoDB")
-	for _, db := range dbs[1:] {
-		for db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'ledger'") == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+	for i, db := range dbs[1:] {
+		dbtest.WaitFor(t, 10*time.Second, fmt.Sprintf("the ledger table reaches node %d", i+2), func() bool {
+			return db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'ledger'") > 0
+		})
 	}
 	cert0, bf0 := certStats(c)
 	logger := slog.New(slog.DiscardHandler)
@@ -381,14 +377,13 @@ func testLedger(t *testing.T, c *dbtest.Cluster) {
 	}
 	pushers.Wait()
 	total := batches * perBatch
-	for runs.Load() < int64(total) && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Both waits end by the test's deadline at the latest; the counts are
+	// checked below.
+	end, _ := ctx.Deadline()
+	dbtest.Until(time.Until(end), func() bool { return runs.Load() >= int64(total) })
 	took := time.Since(start)
 	// Wait for the last deletes, then stop the workers.
-	for dbs[0].Count(t, "SELECT COUNT(*) FROM jobs") > 0 && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	dbtest.Until(time.Until(end), func() bool { return dbs[0].Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 	stopWorkers()
 	workers.Wait()
 	cert1, bf1 := certStats(c)

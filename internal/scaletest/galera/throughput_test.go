@@ -85,10 +85,9 @@ func throughputRun(t *testing.T, dbs []*dbtest.DB) (push, drain float64) {
 	push = total / time.Since(start).Seconds()
 	// Every node must have applied the pushes before the workers start, or
 	// a worker on a lagging node stops early on an empty poll.
+	end, _ := ctx.Deadline()
 	for _, db := range dbs {
-		for db.Count(t, "SELECT COUNT(*) FROM jobs") < total && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
+		dbtest.Until(time.Until(end), func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") >= total })
 	}
 	start = time.Now()
 	for _, q := range qs {
@@ -104,9 +103,9 @@ func throughputRun(t *testing.T, dbs []*dbtest.DB) (push, drain float64) {
 		})
 	}
 	wg.Wait()
-	for dbs[0].Count(t, "SELECT COUNT(*) FROM jobs") > 0 && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond) // a stopped worker's last claims may still be on their way
-	}
+	// A stopped worker's last claims may still be on their way; the count
+	// is checked below.
+	dbtest.Until(time.Until(end), func() bool { return dbs[0].Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 	drain = total / time.Since(start).Seconds()
 	if n := dbs[0].Count(t, "SELECT COUNT(*) FROM jobs"); n != 0 {
 		t.Errorf("%d jobs left", n)

@@ -119,6 +119,8 @@ func childMain() int {
 		Concurrency: env("DBQUEUE_CHILD_CONCURRENCY"),
 		Sleep:       200 * time.Millisecond,
 		Logger:      logger,
+		// Metrics and heartbeats written often, through PgBouncer too.
+		MetricsInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
 		return fail(err)
@@ -451,6 +453,15 @@ func TestLedgerThroughPgBouncer(t *testing.T) {
 	if len(discarded) == 0 {
 		t.Error("no push was rolled back: the test proves nothing about rollbacks")
 	}
+	// The workers' metrics, written through PgBouncer in every exec mode
+	// and once more as each stopped, count every job once; each removed
+	// its heartbeat row as it stopped.
+	if n := db.Count(t, "SELECT COALESCE(SUM(processed), 0) FROM jobs_metrics"); n != len(committed) {
+		t.Errorf("the metrics count %d processed jobs, want %d", n, len(committed))
+	}
+	if n := db.Count(t, "SELECT count(*) FROM jobs_workers"); n != 0 {
+		t.Errorf("%d heartbeat rows left after every worker stopped", n)
+	}
 	if n := db.Count(t, "SELECT count(*) FROM jobs"); n != 0 {
 		t.Errorf("%d rows left in jobs", n)
 	}
@@ -466,7 +477,7 @@ func TestLedgerThroughPgBouncer(t *testing.T) {
 		t.Errorf("at most %d (SHOW POOLS) / %d (pg_stat_activity) server connections seen: the watcher saw nothing", p, b)
 	}
 	for i, c := range children {
-		if bad := grep(c.log, "prepared statement", `"level":"ERROR"`); len(bad) > 0 {
+		if bad := grep(c.log, "prepared statement", `"level":"ERROR"`, "cannot write metrics"); len(bad) > 0 {
 			t.Errorf("worker process %d (%s) logged %d errors, e.g. %s", i, c.mode, len(bad), bad[0])
 		}
 	}

@@ -72,21 +72,14 @@ func TestListenDSNWakesWorker(t *testing.T) {
 	defer func() { cancel(); <-ran }()
 
 	// The LISTEN is up on the direct connection.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	dbtest.WaitFor(t, 20*time.Second, "the worker LISTENs on the direct connection", func() bool {
 		var n int
 		if err := db.SQL.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = $1 AND query LIKE 'LISTEN %'`, listenApp).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker did not LISTEN on the direct connection within 20s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 1
+	})
 	// The worker's idle wait doubles from 10ms: two polls 2.5s apart mean
 	// the wait it has just begun is at least 2.5s (and is likely 5s).
 	var last time.Time

@@ -1,0 +1,412 @@
+package dialect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dbqueue/dbqueue/internal/hist"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// Operator is the SQL of the operator's view (migration 00009): the
+// per-minute metrics workers write, their heartbeat rows, and the
+// optional history of finished jobs. It is kept apart from Dialect, as
+// Limits is, because only the worker and the read API need it; get it
+// with OperatorOf.
+//
+// Every time is the database clock in Unix seconds. Every statement is a
+// single one outside any session state, so it runs as it is through a
+// transaction pooler (PgBouncer).
+type Operator interface {
+	// AddMetrics adds rows to the metrics of the current minute of the
+	// database clock: each row's counts are added to those already
+	// there, so processes writing the same minute sum up.
+	AddMetrics(ctx context.Context, db sqldb.DB, rows []MetricRow) error
+	// PruneMetrics deletes at most limit minutes older than age seconds,
+	// oldest first, and returns how many rows went.
+	PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error)
+	// SumMetrics sums the minutes of r by step: Group is the step's index
+	// from r.From.
+	SumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange) ([]MetricSum, error)
+	// SumMetricGroups sums the minutes of r by queue and kind.
+	SumMetricGroups(ctx context.Context, ex sqldb.Execer, r MetricsRange) ([]MetricSum, error)
+
+	// Beat upserts w's heartbeat row: seen now, expiring ttl seconds from
+	// now. started_at is set when the row is made.
+	Beat(ctx context.Context, ex sqldb.Execer, w WorkerRow, ttl int64) error
+	// RemoveWorker deletes the heartbeat row id.
+	RemoveWorker(ctx context.Context, ex sqldb.Execer, id string) error
+	// PruneWorkers deletes the rows whose expires_at has passed.
+	PruneWorkers(ctx context.Context, ex sqldb.Execer) (int64, error)
+	// Workers reads every heartbeat row, and the database's now.
+	Workers(ctx context.Context, ex sqldb.Execer) ([]WorkerRow, int64, error)
+
+	// AddHistory writes finished jobs.
+	AddHistory(ctx context.Context, ex sqldb.Execer, rows []HistoryRow) error
+	// PruneHistory deletes at most limit rows finished more than age
+	// seconds ago, oldest first.
+	PruneHistory(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error)
+	// History reads finished jobs newest first.
+	History(ctx context.Context, ex sqldb.Execer, f HistoryFilter) ([]HistoryRow, error)
+
+	// DBNow reads the database clock.
+	DBNow(ctx context.Context, ex sqldb.Execer) (int64, error)
+}
+
+// OperatorOf returns d's Operator: every dialect of this package has one.
+func OperatorOf(d Dialect) (Operator, error) {
+	o, ok := d.(Operator)
+	if !ok {
+		return nil, errors.New("dbqueue: this dialect has no metrics and workers tables")
+	}
+	return o, nil
+}
+
+// MetricRow is one (queue, kind)'s counts to add to a minute.
+type MetricRow struct {
+	Queue, Kind                 string
+	Processed, Failed, Released int64
+	Runtime, Wait               [hist.Buckets]int64
+}
+
+// MetricSum is a sum of minutes: of one step (Group), or of one queue and
+// kind.
+type MetricSum struct {
+	Group int64
+	MetricRow
+}
+
+// MetricsRange selects minutes: From <= bucket < To, of one queue and
+// kind when set, summed Step seconds at a time.
+type MetricsRange struct {
+	From, To, Step int64
+	Queue, Kind    string
+}
+
+// WorkerRow is a heartbeat row. Queues is a JSON array.
+type WorkerRow struct {
+	ID, Name, Host, Version, Queues string
+	PID, Concurrency, Running       int64
+	Processed                       int64
+	StartedAt, LastSeen, ExpiresAt  int64
+}
+
+// HistoryRow is a finished job.
+type HistoryRow struct {
+	Seq, ID               int64
+	UUID, Queue, Kind     string
+	Attempts              int64
+	FinishedAt, RuntimeUS int64
+	Outcome               string
+}
+
+// HistoryFilter selects finished jobs; zero fields select all.
+type HistoryFilter struct {
+	Queue, Kind, Outcome string
+	BeforeSeq            int64 // seq < BeforeSeq, when not 0
+	Limit                int
+}
+
+func (c *common) metricsTable() string { return c.tables.JobsTable() + "_metrics" }
+func (c *common) workersTable() string { return c.tables.JobsTable() + "_workers" }
+func (c *common) historyTable() string { return c.tables.JobsTable() + "_history" }
+
+// metricCounts are the summed columns, in MetricRow's order.
+var metricCounts = func() []string {
+	cols := []string{"processed", "failed", "released"}
+	for _, p := range []string{"rt", "wt"} {
+		for i := range hist.Buckets {
+			cols = append(cols, fmt.Sprintf("%s%02d", p, i))
+		}
+	}
+	return cols
+}()
+
+// metricChunk bounds the rows of one upsert (53 parameters each).
+const metricChunk = 500
+
+func (r *MetricRow) args(out []any) []any {
+	out = append(out, r.Queue, r.Kind, r.Processed, r.Failed, r.Released)
+	for _, v := range r.Runtime {
+		out = append(out, v)
+	}
+	for _, v := range r.Wait {
+		out = append(out, v)
+	}
+	return out
+}
+
+func (r *MetricRow) dests(group *int64) []any {
+	out := []any{group, &r.Processed, &r.Failed, &r.Released}
+	for i := range r.Runtime {
+		out = append(out, &r.Runtime[i])
+	}
+	for i := range r.Wait {
+		out = append(out, &r.Wait[i])
+	}
+	return out
+}
+
+// intDiv is integer division, a / b for non-negative operands.
+func (c *common) intDiv(a, b string) string {
+	if c.name == "mysql" {
+		return "(" + a + ") DIV " + b
+	}
+	return "(" + a + ") / " + b
+}
+
+// sumInt sums an integer column into an integer (PostgreSQL's SUM of a
+// bigint is numeric, MySQL's a decimal).
+func (c *common) sumInt(col string) string {
+	switch c.name {
+	case "postgres":
+		return "CAST(SUM(" + col + ") AS bigint)"
+	case "mysql":
+		return "CAST(SUM(" + col + ") AS SIGNED)"
+	}
+	return "SUM(" + col + ")"
+}
+
+// AddMetrics is one multi-row upsert per chunk. The rows go in the
+// caller's order: callers sort them, so two processes adding the same
+// minute lock its rows in one order and cannot deadlock.
+func (c *common) AddMetrics(ctx context.Context, db sqldb.DB, rows []MetricRow) error {
+	bucket := c.intDiv(c.now, "60") + " * 60"
+	row := "(" + bucket + ", ?, ?" + strings.Repeat(", ?", len(metricCounts)) + ")"
+	head := "INSERT INTO " + c.metricsTable() + " AS m (bucket, queue, kind, " + strings.Join(metricCounts, ", ") + ") VALUES "
+	var set strings.Builder
+	if c.name == "mysql" {
+		head = strings.Replace(head, " AS m ", " ", 1)
+		set.WriteString(" ON DUPLICATE KEY UPDATE ")
+		for i, col := range metricCounts {
+			if i > 0 {
+				set.WriteString(", ")
+			}
+			set.WriteString(col + " = " + col + " + VALUES(" + col + ")")
+		}
+	} else {
+		set.WriteString(" ON CONFLICT (bucket, queue, kind) DO UPDATE SET ")
+		for i, col := range metricCounts {
+			if i > 0 {
+				set.WriteString(", ")
+			}
+			set.WriteString(col + " = m." + col + " + excluded." + col)
+		}
+	}
+	write := func(ex sqldb.Execer) error {
+		for rest := rows; len(rest) > 0; {
+			chunk := rest[:min(len(rest), metricChunk)]
+			rest = rest[len(chunk):]
+			var q strings.Builder
+			q.WriteString(head)
+			args := make([]any, 0, len(chunk)*(2+len(metricCounts)))
+			for i := range chunk {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString(row)
+				args = chunk[i].args(args)
+			}
+			q.WriteString(set.String())
+			if _, err := ex.Exec(ctx, c.rebind(q.String()), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(rows) <= metricChunk {
+		return write(db)
+	}
+	// All chunks or none, so a write that fails can be repeated whole.
+	return sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error { return write(tx) })
+}
+
+func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error) {
+	t := c.metricsTable()
+	q := "DELETE FROM " + t + " WHERE (bucket, queue, kind) IN (SELECT bucket, queue, kind FROM " + t +
+		" WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?)"
+	if c.name == "mysql" {
+		// MySQL reads no LIMIT in an IN subquery, nor the table a DELETE
+		// deletes from; its DELETE takes ORDER BY and LIMIT itself.
+		q = "DELETE FROM " + t + " WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?"
+	}
+	res, err := ex.Exec(ctx, c.rebind(q), age, limit)
+	return res.RowsAffected, err
+}
+
+func (c *common) sumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange, byGroup bool) ([]MetricSum, error) {
+	var q strings.Builder
+	var args []any
+	q.WriteString("SELECT ")
+	if byGroup {
+		q.WriteString("queue, kind")
+	} else {
+		q.WriteString(c.intDiv("bucket - ?", "?"))
+		args = append(args, r.From, max(r.Step, 60))
+	}
+	for _, col := range metricCounts {
+		q.WriteString(", " + c.sumInt(col))
+	}
+	q.WriteString(" FROM " + c.metricsTable() + " WHERE bucket >= ? AND bucket < ?")
+	args = append(args, r.From, r.To)
+	if r.Queue != "" {
+		q.WriteString(" AND queue = ?")
+		args = append(args, r.Queue)
+	}
+	if r.Kind != "" {
+		q.WriteString(" AND kind = ?")
+		args = append(args, r.Kind)
+	}
+	if byGroup {
+		q.WriteString(" GROUP BY queue, kind ORDER BY queue, kind")
+	} else {
+		q.WriteString(" GROUP BY 1 ORDER BY 1")
+	}
+	rows, err := ex.Query(ctx, c.rebind(q.String()), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []MetricSum
+	for rows.Next() {
+		var s MetricSum
+		dest := s.dests(&s.Group)
+		if byGroup {
+			dest = append([]any{&s.Queue, &s.Kind}, dest[1:]...)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (c *common) SumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange) ([]MetricSum, error) {
+	return c.sumMetrics(ctx, ex, r, false)
+}
+
+func (c *common) SumMetricGroups(ctx context.Context, ex sqldb.Execer, r MetricsRange) ([]MetricSum, error) {
+	return c.sumMetrics(ctx, ex, r, true)
+}
+
+const workerColumns = "id, name, host, pid, version, queues, concurrency, running, processed, started_at, last_seen, expires_at"
+
+func (c *common) Beat(ctx context.Context, ex sqldb.Execer, w WorkerRow, ttl int64) error {
+	q := "INSERT INTO " + c.workersTable() + " (" + workerColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " +
+		c.now + ", " + c.now + ", " + c.now + " + ?)"
+	if c.name == "mysql" {
+		q += " ON DUPLICATE KEY UPDATE running = VALUES(running), processed = VALUES(processed), last_seen = VALUES(last_seen), expires_at = VALUES(expires_at)"
+	} else {
+		q += " ON CONFLICT (id) DO UPDATE SET running = excluded.running, processed = excluded.processed, last_seen = excluded.last_seen, expires_at = excluded.expires_at"
+	}
+	_, err := ex.Exec(ctx, c.rebind(q), w.ID, w.Name, w.Host, w.PID, w.Version, w.Queues, w.Concurrency, w.Running, w.Processed, ttl)
+	return err
+}
+
+func (c *common) RemoveWorker(ctx context.Context, ex sqldb.Execer, id string) error {
+	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.workersTable()+" WHERE id = ?"), id)
+	return err
+}
+
+func (c *common) PruneWorkers(ctx context.Context, ex sqldb.Execer) (int64, error) {
+	res, err := ex.Exec(ctx, "DELETE FROM "+c.workersTable()+" WHERE expires_at < "+c.now)
+	return res.RowsAffected, err
+}
+
+// maxWorkerRows bounds what Workers reads.
+const maxWorkerRows = 10000
+
+func (c *common) Workers(ctx context.Context, ex sqldb.Execer) ([]WorkerRow, int64, error) {
+	now, err := c.DBNow(ctx, ex)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := ex.Query(ctx, "SELECT "+workerColumns+" FROM "+c.workersTable()+
+		" ORDER BY name, host, pid, id LIMIT "+fmt.Sprint(maxWorkerRows))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []WorkerRow
+	for rows.Next() {
+		var w WorkerRow
+		if err := rows.Scan(&w.ID, &w.Name, &w.Host, &w.PID, &w.Version, &w.Queues, &w.Concurrency, &w.Running,
+			&w.Processed, &w.StartedAt, &w.LastSeen, &w.ExpiresAt); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, w)
+	}
+	return out, now, rows.Err()
+}
+
+// historyChunk bounds the rows of one INSERT (8 parameters each).
+const historyChunk = 1000
+
+func (c *common) AddHistory(ctx context.Context, ex sqldb.Execer, rows []HistoryRow) error {
+	head := "INSERT INTO " + c.historyTable() + " (id, uuid, queue, kind, attempts, finished_at, runtime_us, outcome) VALUES "
+	for len(rows) > 0 {
+		chunk := rows[:min(len(rows), historyChunk)]
+		rows = rows[len(chunk):]
+		var q strings.Builder
+		q.WriteString(head)
+		args := make([]any, 0, 8*len(chunk))
+		for i, r := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, r.ID, r.UUID, r.Queue, r.Kind, r.Attempts, r.FinishedAt, r.RuntimeUS, r.Outcome)
+		}
+		if _, err := ex.Exec(ctx, c.rebind(q.String()), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *common) PruneHistory(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error) {
+	t := c.historyTable()
+	q := "DELETE FROM " + t + " WHERE seq IN (SELECT seq FROM " + t + " WHERE finished_at < " + c.now + " - ? ORDER BY finished_at LIMIT ?)"
+	if c.name == "mysql" {
+		q = "DELETE FROM " + t + " WHERE finished_at < " + c.now + " - ? ORDER BY finished_at LIMIT ?"
+	}
+	res, err := ex.Exec(ctx, c.rebind(q), age, limit)
+	return res.RowsAffected, err
+}
+
+func (c *common) History(ctx context.Context, ex sqldb.Execer, f HistoryFilter) ([]HistoryRow, error) {
+	var q strings.Builder
+	var args []any
+	q.WriteString("SELECT seq, id, uuid, queue, kind, attempts, finished_at, runtime_us, outcome FROM " + c.historyTable() + " WHERE 1 = 1")
+	for _, w := range []struct {
+		col, v string
+	}{{"queue", f.Queue}, {"kind", f.Kind}, {"outcome", f.Outcome}} {
+		if w.v != "" {
+			q.WriteString(" AND " + w.col + " = ?")
+			args = append(args, w.v)
+		}
+	}
+	if f.BeforeSeq != 0 {
+		q.WriteString(" AND seq < ?")
+		args = append(args, f.BeforeSeq)
+	}
+	q.WriteString(" ORDER BY seq DESC LIMIT ?")
+	args = append(args, f.Limit)
+	rows, err := ex.Query(ctx, c.rebind(q.String()), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []HistoryRow
+	for rows.Next() {
+		var r HistoryRow
+		if err := rows.Scan(&r.Seq, &r.ID, &r.UUID, &r.Queue, &r.Kind, &r.Attempts, &r.FinishedAt, &r.RuntimeUS, &r.Outcome); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,189 @@
+package dbqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/hist"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// MaxMetricsPoints bounds the steps one Metrics call returns: a week of
+// minutes is 10,080 of them, so a week wants a Step of 7 minutes or more.
+const MaxMetricsPoints = 1500
+
+// MetricsQuery selects the metrics workers recorded (worker.Options
+// MetricsInterval) for Queue.Metrics. The zero value is the last hour of
+// every queue and kind, minute by minute.
+type MetricsQuery struct {
+	// Since and Until bound the minutes read: those that overlap
+	// [Since, Until). Zero Until is the database's now; zero Since is
+	// Until less Window.
+	Since, Until time.Time
+	// Window is how far back a zero Since reaches (default an hour).
+	Window time.Duration
+	// Queue and Kind restrict the read to one queue and one job name
+	// (the handler name a worker registered, the payload's displayName);
+	// empty: all.
+	Queue, Kind string
+	// Step is the length of each point, rounded up to whole minutes
+	// (default one minute). At most MaxMetricsPoints steps fit.
+	Step time.Duration
+}
+
+// MetricsPoint is what workers did in one step, summed over every worker
+// process that wrote it.
+type MetricsPoint struct {
+	// Start is the step's first minute.
+	Start time.Time
+	// Processed jobs succeeded (or were discarded by their handler);
+	// Failed went to failed_jobs; Released were put back to run again
+	// (an error with tries left, a release, an unknown kind). Jobs given
+	// back unstarted by a stopping worker are not counted.
+	Processed, Failed, Released int64
+	// RuntimeP50 and RuntimeP95 are the median and 95th percentile of
+	// handler runtimes; WaitP50 and WaitP95 those of queue waits, from
+	// the time a job became available to the start of its run. Both
+	// come from log-spaced buckets (a factor of two apart, from 250µs to
+	// about 17.5 minutes), interpolated: read them as estimates within
+	// that factor. Waits count in whole seconds of the database clock.
+	RuntimeP50, RuntimeP95 time.Duration
+	WaitP50, WaitP95       time.Duration
+
+	runtime, wait [hist.Buckets]int64
+}
+
+// Finished is every job that ended its run here: processed, failed or
+// released.
+func (p MetricsPoint) Finished() int64 { return p.Processed + p.Failed + p.Released }
+
+// FailureRate is Failed over Processed plus Failed: the share of jobs that
+// ended for good and ended in failed_jobs (0 when none ended).
+func (p MetricsPoint) FailureRate() float64 {
+	if n := p.Processed + p.Failed; n > 0 {
+		return float64(p.Failed) / float64(n)
+	}
+	return 0
+}
+
+func (p *MetricsPoint) add(r *dialect.MetricRow) {
+	p.Processed += r.Processed
+	p.Failed += r.Failed
+	p.Released += r.Released
+	for i := range hist.Buckets {
+		p.runtime[i] += r.Runtime[i]
+		p.wait[i] += r.Wait[i]
+	}
+}
+
+func (p *MetricsPoint) quantiles() {
+	p.RuntimeP50, p.RuntimeP95 = hist.Quantile(&p.runtime, 0.5), hist.Quantile(&p.runtime, 0.95)
+	p.WaitP50, p.WaitP95 = hist.Quantile(&p.wait, 0.5), hist.Quantile(&p.wait, 0.95)
+}
+
+// MetricsGroup is one queue and kind's total over the range.
+type MetricsGroup struct {
+	Queue, Kind string
+	MetricsPoint
+}
+
+// Metrics is a range of recorded metrics.
+type Metrics struct {
+	// Since and Until are the range read, on whole minutes; Step the
+	// length of each point.
+	Since, Until time.Time
+	Step         time.Duration
+	// Points has one entry per step from Since, empty steps included.
+	Points []MetricsPoint
+	// Total sums the range; Groups sums it per queue and kind, sorted.
+	Total  MetricsPoint
+	Groups []MetricsGroup
+}
+
+// Metrics reads what workers recorded, summed over every worker process
+// in SQL: two grouped reads of the metrics table's primary key range,
+// however many processes and minutes. Workers record metrics by default
+// (worker.Options.MetricsInterval); the table comes with migration 00009.
+func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
+	op, err := dialect.OperatorOf(q.sql)
+	if err != nil {
+		return Metrics{}, err
+	}
+	if mq.Step < 0 || mq.Window < 0 {
+		return Metrics{}, fmt.Errorf("dbqueue: Metrics: negative Step (%v) or Window (%v)", mq.Step, mq.Window)
+	}
+	until := mq.Until
+	if until.IsZero() {
+		now, err := op.DBNow(ctx, q.db)
+		if err != nil {
+			return Metrics{}, sqldb.Wrap("metrics", err)
+		}
+		until = time.Unix(now+1, 0) // the current minute included
+	}
+	since := mq.Since
+	if since.IsZero() {
+		window := mq.Window
+		if window == 0 {
+			window = time.Hour
+		}
+		since = until.Add(-window)
+	}
+	if !since.Before(until) {
+		return Metrics{}, fmt.Errorf("dbqueue: Metrics: Since %v is not before Until %v", since, until)
+	}
+	step := int64(60)
+	if mq.Step > 0 {
+		step = (int64((mq.Step+time.Second-1)/time.Second) + 59) / 60 * 60
+	}
+	from := floorMinute(since.Unix())
+	to := floorMinute(until.Unix() + 59)
+	n := (to - from + step - 1) / step
+	if n > MaxMetricsPoints {
+		return Metrics{}, fmt.Errorf("dbqueue: Metrics: %d steps of %v from %v to %v: at most %d fit; raise Step or narrow the range",
+			n, time.Duration(step)*time.Second, since, until, MaxMetricsPoints)
+	}
+	r := dialect.MetricsRange{From: from, To: to, Step: step, Queue: mq.Queue, Kind: mq.Kind}
+	steps, err := op.SumMetrics(ctx, q.db, r)
+	if err != nil {
+		return Metrics{}, sqldb.Wrap("metrics", err)
+	}
+	groups, err := op.SumMetricGroups(ctx, q.db, r)
+	if err != nil {
+		return Metrics{}, sqldb.Wrap("metrics", err)
+	}
+	m := Metrics{
+		Since: time.Unix(from, 0), Until: time.Unix(to, 0), Step: time.Duration(step) * time.Second,
+		Points: make([]MetricsPoint, n),
+	}
+	for i := range m.Points {
+		m.Points[i].Start = time.Unix(from+int64(i)*step, 0)
+	}
+	for i := range steps {
+		if k := steps[i].Group; k >= 0 && k < n {
+			m.Points[k].add(&steps[i].MetricRow)
+		}
+	}
+	for i := range m.Points {
+		m.Points[i].quantiles()
+	}
+	m.Total.Start = m.Since
+	for i := range groups {
+		g := MetricsGroup{Queue: groups[i].Queue, Kind: groups[i].Kind}
+		g.Start = m.Since
+		g.add(&groups[i].MetricRow)
+		g.quantiles()
+		m.Groups = append(m.Groups, g)
+		m.Total.add(&groups[i].MetricRow)
+	}
+	m.Total.quantiles()
+	return m, nil
+}
+
+func floorMinute(unix int64) int64 {
+	if unix < 0 {
+		return (unix - 59) / 60 * 60
+	}
+	return unix / 60 * 60
+}

@@ -1,0 +1,16 @@
+package migrations
+
+// MetricsTable is the table of per-minute job counts and timings that
+// workers write (migration 00009): <jobs>_metrics, schema-qualified when
+// Schema is set. It belongs to the jobs table it counts, as the
+// middleware's <jobs>_limits does.
+func (t Tables) MetricsTable() string { return t.qualify(t.withDefaults().Jobs + "_metrics") }
+
+// WorkersTable is the table of running workers' heartbeats (migration
+// 00009): <jobs>_workers, schema-qualified when Schema is set.
+func (t Tables) WorkersTable() string { return t.qualify(t.withDefaults().Jobs + "_workers") }
+
+// HistoryTable is the table of finished jobs workers write when
+// worker.Options.HistoryRetention is set (migration 00009):
+// <jobs>_history, schema-qualified when Schema is set.
+func (t Tables) HistoryTable() string { return t.qualify(t.withDefaults().Jobs + "_history") }
