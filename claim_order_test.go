@@ -148,21 +148,10 @@ func TestPostgresBatchedEndFindsRowsByID(t *testing.T) {
 	if got := reserve(t, q, 1_000); len(got) != 1_000 {
 		t.Fatalf("reserved %d jobs, want 1,000", len(got))
 	}
-	conn, err := db.SQL.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
+	conn := genericPlans(t, db)
 	args := []string{"('{1,2}', 1, 1)", "('{1,2}', '{1,1}', '{1,1}')", "('{1,2}', '{1,1}', '{1,1}', '{0,0}', '{NULL,NULL}')"}
 	for i, stmt := range dbqueue.PostgresHeldText() {
-		name := fmt.Sprintf("held_%d", i)
-		if _, err := conn.ExecContext(ctx, "PREPARE "+name+" AS "+stmt); err != nil {
-			t.Fatal(err)
-		}
-		plan := strings.Join(queryLines(t, conn, "EXPLAIN EXECUTE "+name+args[i]), "\n")
+		plan := genericPlan(t, conn, fmt.Sprintf("held_%d", i), stmt, args[i])
 		if strings.Contains(plan, "jobs_queue_reserved_idx") || !strings.Contains(plan, "jobs_pkey") {
 			t.Errorf("generic plan of\n%s\nreads the reserved rows' index, not the primary key:\n%s", stmt, plan)
 		}
@@ -182,21 +171,10 @@ func TestPostgresClaimUpdatesByID(t *testing.T) {
 	if got := reserve(t, q, 5); len(got) != 5 {
 		t.Fatalf("reserved %d jobs, want 5", len(got))
 	}
-	conn, err := db.SQL.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
+	conn := genericPlans(t, db)
 	args := []string{"('default', 90, 1000, 'default', 1000, 1000)", "('default', 0, 0, 1000)"}
 	for i, stmt := range dbqueue.PostgresClaimText() {
-		name := fmt.Sprintf("claim_%d", i)
-		if _, err := conn.ExecContext(ctx, "PREPARE "+name+" AS "+stmt); err != nil {
-			t.Fatal(err)
-		}
-		plan := strings.Join(queryLines(t, conn, "EXPLAIN EXECUTE "+name+args[i]), "\n")
+		plan := genericPlan(t, conn, fmt.Sprintf("claim_%d", i), stmt, args[i])
 		if !regexp.MustCompile(`(?m)^\s*->  Index Scan using jobs_pkey on jobs\s.*\n\s+Index Cond: \(id = ANY`).MatchString(plan) ||
 			strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Join") {
 			t.Errorf("the generic plan of\n%s\ndoes not update the claimed rows by id:\n%s", stmt, plan)
