@@ -87,7 +87,10 @@
 //     lower-level Reserve, Delete, Release and Fail a worker is built on;
 //     Size and Clear; Pause, Resume, Paused and Restart, the signals
 //     workers obey; PushUnique for jobs queued once per key; Job, Jobs,
-//     Cancel and RunNow to find and steer waiting jobs; PushChain and
+//     SearchJobs, Cancel and RunNow to find and steer waiting jobs, with
+//     the errors of a job's earlier attempts (JobInfo.Errors, kept by
+//     ReleaseAfterError) and WithRedactor to hide payload fields from
+//     whatever shows them; PushChain and
 //     Batch (Laravel's Bus::chain and Bus::batch, job_batches included);
 //     WithPushMiddleware; WithTables and the other Options.
 //   - [github.com/dbqueue/dbqueue/worker]: the worker. worker.New, Handle,
@@ -101,8 +104,9 @@
 //     one push per tick however many processes run them.
 //   - [github.com/dbqueue/dbqueue/failed]: the failed_jobs table, as
 //     Laravel's queue:failed, queue:retry, queue:forget, queue:flush and
-//     queue:prune-failed: failed.New, List, Find, Retry, RetryQueue,
-//     RetryAll, Forget, Flush, Prune.
+//     queue:prune-failed: failed.New, List, Find (with the errors of the
+//     attempts before), Search, Retry, RetryQueue, RetryAll, Forget,
+//     Flush, Prune.
 //   - [github.com/dbqueue/dbqueue/migrations]: the tables. migrations.Up on
 //     a *sql.DB, UpDSN on a DSN, FS for goose, golang-migrate or Atlas,
 //     WithTables for other table names. cmd/migrate is the same as a
@@ -140,7 +144,8 @@
 // attempts together, and act only if that is still the reservation on the
 // row: a holder whose reservation ran out and was claimed by another
 // worker gets ErrNotHeld and changes nothing, so it can never finish,
-// release or fail the new holder's run.
+// release or fail the new holder's run, nor add its error to the new
+// holder's error history.
 //
 // The times the queue writes and compares (created_at, available_at after
 // a delay, reserved_at, failed_at, the retry_after cut-off) come from the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -65,6 +66,12 @@ func (e ext) Payloads(ctx context.Context, queue string) ([][]byte, error) {
 func (e ext) Unwritable(err error) bool {
 	var u unwritable
 	return errors.As(err, &u)
+}
+
+// SearchFailed runs a Search over failed_jobs (by its uuid column for
+// UUID): the rows that match, as stored, and what the search read.
+func (e ext) SearchFailed(ctx context.Context, s Search) ([]dialect.FailedRow, SearchResult[struct{}], error) {
+	return e.q.searchFailed(ctx, s)
 }
 
 // Linked reports whether a job chains a next job or belongs to a batch,

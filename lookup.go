@@ -2,6 +2,7 @@ package dbqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -52,22 +53,43 @@ type JobInfo struct {
 	// PayloadErr is set.
 	Payload    Payload
 	PayloadErr error
-	// RawPayload is the payload column as stored.
+	// RawPayload is the payload column as stored, passed through the
+	// queue's Redactor (WithRedactor) when it has one.
 	RawPayload []byte
+	// ExpiresAt is when a reserved job's reservation runs out (ReservedAt
+	// plus the queue's retry_after) and another worker may take it over;
+	// zero unless the job is reserved.
+	ExpiresAt time.Time
+	// Token is the reservation token of the job's last claim: with ID it
+	// names the reservation that holds a reserved job.
+	Token int64
+	// Errors are the errors of its earlier attempts, oldest first (see
+	// ErrorHistoryKeep). Job reads them; Jobs and SearchJobs leave them nil.
+	Errors []AttemptError
 }
 
 // Name is the name the job's handler is registered under.
 func (j *JobInfo) Name() string { return j.Payload.Name() }
 
-func newJobInfo(r dialect.StatedRow) JobInfo {
+// newJobInfo makes a JobInfo of a row, its payload passed through the
+// queue's Redactor.
+func (q *Queue) newJobInfo(r dialect.StatedRow) JobInfo {
 	j := JobInfo{
-		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Attempts: r.Attempts, RawPayload: r.Payload,
+		ID: r.ID, Queue: r.Queue, State: JobState(r.State), Attempts: r.Attempts,
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
+		Token: r.Token &^ dialect.ErrorHistoryMark,
 	}
 	if r.Reserved {
 		j.ReservedAt = time.Unix(r.ReservedAt, 0)
+		j.ExpiresAt = j.ReservedAt.Add(q.RetryAfter())
 	}
 	j.Payload, j.PayloadErr = DecodePayload(r.Payload)
+	if q.redact != nil {
+		j.RawPayload = q.Redact(j.Name(), r.Payload)
+		j.Payload, j.PayloadErr = DecodePayload(j.RawPayload)
+	} else {
+		j.RawPayload = r.Payload
+	}
 	return j
 }
 
@@ -106,7 +128,12 @@ func (q *Queue) Job(ctx context.Context, id int64) (*JobInfo, error) {
 	if !found {
 		return nil, fmt.Errorf("job %d: %w", id, ErrJobNotFound)
 	}
-	info := newJobInfo(row)
+	info := q.newJobInfo(row)
+	hist, err := q.errorHistory().JobErrors(ctx, q.db, id)
+	if err != nil {
+		return nil, sqldb.Wrap(fmt.Sprintf("job %d: error history", id), err)
+	}
+	info.Errors = attemptErrors(hist)
 	return &info, nil
 }
 
@@ -130,7 +157,7 @@ func (q *Queue) Jobs(ctx context.Context, f JobFilter) ([]JobInfo, error) {
 	}
 	out := make([]JobInfo, len(rows))
 	for i, r := range rows {
-		out[i] = newJobInfo(r)
+		out[i] = q.newJobInfo(r)
 	}
 	return out, nil
 }
@@ -189,4 +216,25 @@ func (q *Queue) RunNow(ctx context.Context, id int64) error {
 		}
 	}
 	return nil
+}
+
+// ChainNext lists the handler names of the jobs that follow this one in
+// its chain (Queue.PushChain), in order; nil for a job in no chain. A
+// link that does not decode is listed as "?".
+func (p Payload) ChainNext() []string {
+	if len(p.Chained) == 0 {
+		return nil
+	}
+	var links []ChainLink
+	if json.Unmarshal(p.Chained, &links) != nil {
+		return []string{"?"}
+	}
+	names := make([]string, len(links))
+	for i, l := range links {
+		names[i] = "?"
+		if lp, err := DecodePayload(l.Payload); err == nil || lp.Name() != "" {
+			names[i] = lp.Name()
+		}
+	}
+	return names
 }

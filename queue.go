@@ -45,6 +45,8 @@ type Queue struct {
 	noListen  bool
 	// pushMiddleware run around every push (WithPushMiddleware).
 	pushMiddleware []PushMiddleware
+	// redact rewrites payloads read for showing (WithRedactor).
+	redact Redactor
 }
 
 // Tables names the tables a queue uses. The zero value, and any empty
@@ -241,7 +243,7 @@ func newQueue(ctx context.Context, conn sqldb.Conn, dsn string, opts []Option) (
 	}
 	q.handle = core.NewHandle(&core.Queue{
 		DB: q.db, Dialect: d, Connection: q.connection, DefaultQueue: q.queue,
-		RetryAfter: q.retryAfter, Ext: ext{q},
+		RetryAfter: q.retryAfter, Ext: ext{q}, Redact: q.Redact,
 	})
 	return q, nil
 }

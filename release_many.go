@@ -18,6 +18,9 @@ type Releasing struct {
 	// Payload, when not nil, replaces the job's payload, as
 	// ReleaseWithPayload does.
 	Payload []byte
+	// Cause, when not nil, is why the attempt failed: it is added to the
+	// job's error history, as ReleaseAfterError does.
+	Cause error
 }
 
 // releaseMany puts held jobs back in one statement per 1,000, each checked
@@ -41,7 +44,7 @@ func (q *Queue) releaseMany(ctx context.Context, rs []Releasing) (lost []*Job, e
 		chunk := rs[start:min(start+finishChunk, len(rs))]
 		rel := make([]dialect.Release, len(chunk))
 		for i, r := range chunk {
-			rel[i] = dialect.Release{Held: r.Job.held(), Delay: wholeSeconds(r.Delay), Payload: r.Payload}
+			rel[i] = dialect.Release{Held: r.Job.held(), Delay: wholeSeconds(r.Delay), Payload: r.Payload, Error: releaseError(r.Cause)}
 		}
 		var released map[dialect.Key]bool
 		err := sqldb.Retry(ctx, func() (err error) {

@@ -4,8 +4,12 @@
 //
 // It shows each queue's depth (pending, delayed, reserved, and failed
 // jobs), charts of depth and throughput over the last minutes, the jobs in
-// the jobs table by queue and state with their payloads, and the failed
-// jobs with the error that failed them. Unless ReadOnly is set it can pause
+// the jobs table by queue and state with their payloads, the errors of
+// their earlier attempts, who holds a reserved job and until when, and
+// the failed jobs with the error that failed them. A search page finds
+// jobs and failed jobs by id, uuid, name, queue or payload text, reading
+// only the newest rows of a table (dbqueue.DefaultSearchScan) and saying
+// so. Options.Redact hides payload fields on every page. Unless ReadOnly is set it can pause
 // and resume a queue, retry, forget and flush failed jobs, and cancel or
 // run at once a waiting job — Laravel Horizon's daily uses, on the SQL
 // tables, for PHP and Go workers alike.
@@ -128,6 +132,14 @@ type Options struct {
 	// the Host itself. X-Forwarded-Host is never read: any client can
 	// send it.
 	AllowedHosts []string
+
+	// Redact rewrites every payload the dashboard shows (a job's, a failed
+	// job's), after the queue's own Redactor (dbqueue.WithRedactor) when
+	// it has one: for a dashboard that may show less than the code that
+	// opened the queue reads. dbqueue.RedactFields builds one from field
+	// paths. A search by text finds no job whose text shows only before
+	// redaction.
+	Redact dbqueue.Redactor
 }
 
 // Dashboard is the dashboard's http.Handler. It is safe for concurrent
@@ -142,6 +154,8 @@ type Dashboard struct {
 	hosts   hosts
 	stats   *sampler
 	pages   map[string]*template.Template
+	// searches bounds the searches that run at once (see searchPage).
+	searches chan struct{}
 }
 
 // New returns a dashboard for q. It fails on a nil queue and on options
@@ -198,7 +212,7 @@ func New(q *dbqueue.Queue, opts Options) (*Dashboard, error) {
 	return &Dashboard{
 		q: q, failed: store, opts: opts, secret: secret, origins: origins, hosts: allowed,
 		stats: newSampler(q, opts.History, opts.Interval, opts.Queues),
-		pages: pages,
+		pages: pages, searches: make(chan struct{}, maxSearches),
 	}, nil
 }
 
@@ -245,6 +259,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.failedPage(w, r)
 	case path == "/failed-job":
 		d.failedJobPage(w, r)
+	case path == "/search":
+		d.searchPage(w, r)
 	case path == "/api/stats":
 		d.statsJSON(w, r)
 	case strings.HasPrefix(path, "/static/"):

@@ -30,10 +30,14 @@ var pages = func() map[string]*template.Template {
 		"when":      when,
 		"firstLine": firstLine,
 		"pretty":    pretty,
+		// The bounds the job and search pages state.
+		"historyKeep": func() int { return dbqueue.ErrorHistoryKeep },
+		"searchScan":  func() int { return dbqueue.DefaultSearchScan },
+		"searchLimit": func() int { return searchLimit },
 	}
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/history.html"))
 	out := map[string]*template.Template{}
-	for _, name := range []string{"queues", "jobs", "job", "failed", "failed-job", "error"} {
+	for _, name := range []string{"queues", "jobs", "job", "failed", "failed-job", "search", "error"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(files, "templates/"+name+".html"))
 	}
 	return out
@@ -196,6 +200,9 @@ func (d *Dashboard) jobsPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	for i := range jobs {
+		d.redactJob(&jobs[i])
+	}
 	data := jobsData{
 		Queues: d.queueNames(r), Queue: f.Queue, State: string(f.State), Jobs: jobs,
 		States: []string{string(dbqueue.JobPending), string(dbqueue.JobDelayed), string(dbqueue.JobReserved)},
@@ -224,6 +231,7 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	d.redactJob(job)
 	d.render(w, r, http.StatusOK, "job", d.view(w, r, fmt.Sprintf("Job %d", id), "jobs", job))
 }
 
@@ -250,6 +258,9 @@ func (d *Dashboard) failedPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	for i := range jobs {
+		d.redactFailed(&jobs[i])
+	}
 	data := failedData{Queues: d.queueNames(r), Queue: f.Queue, Jobs: jobs}
 	if len(jobs) == pageSize {
 		next := r.URL.Query()
@@ -275,6 +286,7 @@ func (d *Dashboard) failedJobPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	d.redactFailed(&job)
 	d.render(w, r, http.StatusOK, "failed-job", d.view(w, r, "Failed job", "failed", job))
 }
 

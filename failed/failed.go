@@ -39,6 +39,10 @@ type Store struct {
 	sql        dialect.Dialect
 	connection string // failed_jobs.connection of jobs this queue failed
 	queue      string // the queue's default queue
+	// redact is the queue's Redactor (dbqueue.WithRedactor), for payloads
+	// read for showing.
+	redact func(name string, payload []byte) []byte
+	ext    any // package dbqueue's worker side
 }
 
 // New returns a Store on the database (and failed jobs table) of q. It
@@ -48,7 +52,7 @@ func New(q *dbqueue.Queue) (*Store, error) {
 		return nil, errors.New("dbqueue: failed.New: nil queue: open one with dbqueue.Open or dbqueue.New first")
 	}
 	c := core.Of(q)
-	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue}, nil
+	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact, ext: c.Ext}, nil
 }
 
 // Job is a row of failed_jobs.
@@ -68,6 +72,11 @@ type Job struct {
 	// FailedAt is when it failed, by the database's clock; zero if the
 	// stored value could not be read as a time.
 	FailedAt time.Time
+	// Errors are the errors of the attempts before the one that failed
+	// it, oldest first, as the job's error history kept them (see
+	// dbqueue.ErrorHistoryKeep): Find reads them, List and Search leave them
+	// nil. A job Laravel's worker failed has none.
+	Errors []dbqueue.AttemptError
 }
 
 // Name is the name the job's handler is registered under (see
@@ -117,7 +126,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Job, error) {
 	if err != nil {
 		return nil, sqldb.Wrap("list failed jobs", err)
 	}
-	return jobsOf(rows), nil
+	return s.jobsOf(rows), nil
 }
 
 // Find returns the failed job with this uuid, or an error wrapping
@@ -130,7 +139,15 @@ func (s *Store) Find(ctx context.Context, uuid string) (Job, error) {
 	if len(rows) == 0 {
 		return Job{}, fmt.Errorf("%w: %q", ErrNotFound, uuid)
 	}
-	return jobsOf(rows)[0], nil
+	job := s.jobsOf(rows)[0]
+	hist, err := s.sql.(dialect.ErrorHistory).FailedErrors(ctx, s.db, job.UUID)
+	if err != nil {
+		return Job{}, sqldb.Wrap("find failed job: error history", err)
+	}
+	for _, h := range hist {
+		job.Errors = append(job.Errors, dbqueue.AttemptError{Attempt: h.Attempt, Error: h.Error, Worker: h.Worker, At: time.Unix(h.At, 0)})
+	}
+	return job, nil
 }
 
 // Forget deletes the failed job with this uuid without retrying it, and
@@ -176,13 +193,36 @@ func (s *Store) delete(ctx context.Context, op string, f dialect.FailedFilter) (
 	return n, nil
 }
 
-func jobsOf(rows []dialect.FailedRow) []Job {
+// jobsOf makes Jobs of rows, their payloads passed through the queue's
+// Redactor.
+func (s *Store) jobsOf(rows []dialect.FailedRow) []Job {
 	jobs := make([]Job, len(rows))
 	for i, r := range rows {
 		jobs[i] = Job{ID: r.ID, UUID: r.UUID, Connection: r.Connection, Queue: r.Queue, Payload: r.Payload, Exception: r.Exception}
+		if s.redact != nil {
+			jobs[i].Payload = s.redact(jobs[i].Name(), r.Payload)
+		}
 		if r.FailedAt != nil {
 			jobs[i].FailedAt = time.Unix(*r.FailedAt, 0).UTC()
 		}
 	}
 	return jobs
+}
+
+// searcher is the part of package dbqueue's worker side Search uses.
+type searcher interface {
+	SearchFailed(ctx context.Context, s dbqueue.Search) ([]dialect.FailedRow, dbqueue.SearchResult[struct{}], error)
+}
+
+// Search finds failed jobs by id, uuid (failed_jobs' own column), name,
+// queue and text (in the payload, redacted as List shows it, or in the
+// exception), reading at most s.Scan of the newest rows, as
+// dbqueue.Queue.SearchJobs does in jobs. Errors are left nil (Find reads
+// them).
+func (s *Store) Search(ctx context.Context, search dbqueue.Search) (dbqueue.SearchResult[Job], error) {
+	rows, res, err := s.ext.(searcher).SearchFailed(ctx, search)
+	if err != nil {
+		return dbqueue.SearchResult[Job]{}, err
+	}
+	return dbqueue.SearchResult[Job]{Matches: s.jobsOf(rows), Scanned: res.Scanned, Oldest: res.Oldest, Complete: res.Complete}, nil
 }

@@ -100,6 +100,18 @@ func (t Tables) batchesName() string {
 	return t.withDefaults().Jobs + "_batches"
 }
 
+// ErrorsTable is the error history of this table set (the errors of
+// jobs' earlier attempts): dbqueue_job_errors for the default set,
+// <jobs>_errors otherwise, schema-qualified when Schema is set.
+func (t Tables) ErrorsTable() string { return t.qualify(t.errorsName()) }
+
+func (t Tables) errorsName() string {
+	if t.isDefault() {
+		return "dbqueue_job_errors"
+	}
+	return t.withDefaults().Jobs + "_errors"
+}
+
 // JobsTable is the jobs table's name as SQL uses it, schema-qualified when
 // Schema is set.
 func (t Tables) JobsTable() string { return t.qualify(t.withDefaults().Jobs) }
@@ -159,6 +171,7 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Jobs", t.Jobs + "_metrics"},
 		{"Jobs", t.Jobs + "_workers"},
 		{"Jobs", t.Jobs + "_history_finished_idx"},
+		{"Jobs", t.errorsName() + "_uuid"},
 	}
 	for _, d := range derived {
 		if len(d.name) > maxIdentifier {
@@ -221,6 +234,8 @@ type templateData struct {
 	Schema                string
 	// Batches is the job batches table, schema-qualified; BatchesName bare.
 	Batches, BatchesName string
+	// Errors is the error history table, schema-qualified; ErrorsName bare.
+	Errors, ErrorsName string
 }
 
 // FS returns dbqueue's migrations for dialect as SQL files, rendered for
@@ -276,6 +291,9 @@ func render(dialect dbqueue.Dialect, t Tables) (fstest.MapFS, error) {
 
 		Batches:     t.BatchesTable(),
 		BatchesName: t.batchesName(),
+
+		Errors:     t.ErrorsTable(),
+		ErrorsName: t.errorsName(),
 	}
 	names, err := fs.Glob(files, string(dialect)+"/*.sql.tmpl")
 	if err != nil {

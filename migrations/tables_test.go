@@ -42,8 +42,11 @@ func TestTwoTableSets(t *testing.T) {
 		if res, err := m.Up(ctx); err != nil || len(res) != len(vs) {
 			t.Fatalf("billing up: %v, %v; want %d migrations applied", res, err, len(vs))
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "job_batches", migrations.VersionTable,
-			"billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_batches", "billing_jobs_dbqueue_migrations")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "job_batches", "dbqueue_job_errors", migrations.VersionTable,
+			"billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_batches", "billing_jobs_errors", "billing_jobs_dbqueue_migrations")
+		if billing.ErrorsTable() != "billing_jobs_errors" || (migrations.Tables{}).ErrorsTable() != "dbqueue_job_errors" {
+			t.Fatalf("error history tables: %s, %s", billing.ErrorsTable(), (migrations.Tables{}).ErrorsTable())
+		}
 		for _, v := range vs {
 			if n := db.Count(t, "SELECT COUNT(*) FROM billing_jobs_dbqueue_migrations WHERE version_id = ?", v); n != 1 {
 				t.Errorf("%d rows for version %d in billing's version table, want 1", n, v)
@@ -69,8 +72,8 @@ func TestTwoTableSets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_limits", "billing_jobs_locks", "billing_jobs_batches", "billing_jobs_metrics", "billing_jobs_workers", "billing_jobs_history")
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches")
+		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_limits", "billing_jobs_locks", "billing_jobs_batches", "billing_jobs_metrics", "billing_jobs_workers", "billing_jobs_history", "billing_jobs_errors")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches", "dbqueue_job_errors")
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
 			t.Fatalf("rolling billing back left %d rows in jobs, want 1", n)
 		}
@@ -95,7 +98,7 @@ func TestPostgresSchema(t *testing.T) {
 	if err := migrations.Up(ctx, db.SQL, db.Dialect, migrations.WithTables(tables)); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "job_batches", migrations.VersionTable} {
+	for _, table := range []string{"jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "job_batches", "dbqueue_job_errors", migrations.VersionTable} {
 		if n := db.Count(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", schema, table); n != 1 {
 			t.Errorf("table %s.%s missing", schema, table)
 		}
@@ -177,7 +180,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql", "00009_operator_view.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql", "00009_operator_view.sql", "00010_create_job_errors.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}
@@ -198,11 +201,11 @@ func TestFSWithGoose(t *testing.T) {
 			if res, err := p.Up(ctx); err != nil || len(res) != len(want) {
 				t.Fatalf("goose up on FS(%s, %+v): %v, %v", db.Dialect, tables, res, err)
 			}
-			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.UniqueTable(), tables.BatchesTable())
+			wantTables(t, db, true, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.UniqueTable(), tables.BatchesTable(), tables.ErrorsTable())
 			if _, err := p.DownTo(ctx, 0); err != nil {
 				t.Fatalf("goose down on FS(%s, %+v): %v", db.Dialect, tables, err)
 			}
-			wantTables(t, db, false, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.UniqueTable(), tables.BatchesTable())
+			wantTables(t, db, false, tables.JobsTable(), tables.FailedTable(), tables.SignalsTable(), tables.UniqueTable(), tables.BatchesTable(), tables.ErrorsTable())
 		}
 	})
 }
@@ -250,12 +253,12 @@ func TestFSGolangMigrate(t *testing.T) {
 		for _, name := range ups {
 			run(name)
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_workers", "jobs_history")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_workers", "jobs_history", "dbqueue_job_errors")
 		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
 		for i := len(downs) - 1; i >= 0; i-- {
 			run(downs[i])
 		}
-		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_workers", "jobs_history")
+		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_workers", "jobs_history", "dbqueue_job_errors")
 	})
 }
 

@@ -41,13 +41,7 @@ func dsnFlags(db *dbtest.DB) string {
 // waitFor polls cond until it holds or 20 seconds pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, 20*time.Second, what, cond)
 }
 
 func metricsNow(t *testing.T, q *dbqueue.Queue, mq dbqueue.MetricsQuery) dbqueue.Metrics {

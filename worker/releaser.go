@@ -43,8 +43,9 @@ func startReleaser(rl *releaser) *releaser {
 }
 
 // release puts job back after delay, with payload replacing its own when
-// not nil, and returns when that is written.
-func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Duration, payload []byte) error {
+// not nil and cause (when not nil) added to its error history, and
+// returns when that is written.
+func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Duration, payload []byte, cause error) error {
 	if delay < 0 || payload != nil {
 		// Checked here so one bad request cannot fail a whole batch.
 		if delay < 0 {
@@ -57,7 +58,7 @@ func (rl *releaser) release(ctx context.Context, job *dbqueue.Job, delay time.Du
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := releaseReq{r: dbqueue.Releasing{Job: job, Delay: delay, Payload: payload}, err: make(chan error, 1)}
+	req := releaseReq{r: dbqueue.Releasing{Job: job, Delay: delay, Payload: payload, Cause: cause}, err: make(chan error, 1)}
 	// After close, written by this goroutine alone (a runner Run stopped
 	// waiting for may still release a job).
 	rl.batch.add(req)

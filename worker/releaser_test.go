@@ -44,7 +44,7 @@ func TestReleasesAreBatched(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				errs[i] = rl.release(ctx, job, time.Duration(i)*time.Second, nil)
+				errs[i] = rl.release(ctx, job, time.Duration(i)*time.Second, nil, nil)
 			}()
 		}
 		close(start)
@@ -70,10 +70,10 @@ func TestReleasesAreBatched(t *testing.T) {
 		// Bad requests are refused alone, before they reach a batch.
 		rl = newReleaser(q)
 		defer rl.close()
-		if err := rl.release(ctx, held[0], -time.Second, nil); err == nil {
+		if err := rl.release(ctx, held[0], -time.Second, nil, nil); err == nil {
 			t.Fatal("negative delay accepted")
 		}
-		if err := rl.release(ctx, held[0], 0, []byte(`{"job":`)); err == nil {
+		if err := rl.release(ctx, held[0], 0, []byte(`{"job":`), nil); err == nil {
 			t.Fatal("malformed payload accepted")
 		}
 	})
@@ -101,7 +101,7 @@ func TestClosedBatchersWriteAlone(t *testing.T) {
 	c.close()
 	rl.close()
 	c.add(jobs[0])
-	if err := rl.release(ctx, jobs[1], time.Hour, nil); err != nil {
+	if err := rl.release(ctx, jobs[1], time.Hour, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {

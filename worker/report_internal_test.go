@@ -66,13 +66,7 @@ func TestStopLetsTheRoundUnderWayFinish(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for db.Count(t, "SELECT COUNT(*) FROM jobs") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("jobs not run")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, 20*time.Second, "the jobs run", func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 	hold.Store(true)
 	<-held
 	cancel()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
 )
 
@@ -21,6 +22,8 @@ type failedJSON struct {
 	FailedAt   time.Time       `json:"failed_at"`
 	Exception  string          `json:"exception"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+	// Errors, in show's output only: the errors of earlier attempts.
+	Errors []errorJSON `json:"errors,omitempty"`
 }
 
 func failedToJSON(j failed.Job, full bool) failedJSON {
@@ -28,6 +31,7 @@ func failedToJSON(j failed.Job, full bool) failedJSON {
 		FailedAt: j.FailedAt.UTC(), Exception: j.Exception}
 	if full {
 		out.Payload = rawJSON(j.Payload)
+		out.Errors = errorsJSON(j.Errors)
 	} else {
 		out.Exception = oneLine(j.Exception, 200)
 	}
@@ -35,19 +39,20 @@ func failedToJSON(j failed.Job, full bool) failedJSON {
 }
 
 func (c *cli) failed(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("failed", args, "list", "show", "retry", "forget", "flush", "prune")
+	sub, args, err := subcommand("failed", args, "list", "show", "search", "retry", "forget", "flush", "prune")
 	if err != nil {
 		return err
 	}
 	fs := newFlagSet(c, "failed "+sub)
 	var (
 		asJSON = fs.Bool("json", false, "print JSON")
-		queue  = fs.String("queue", "", "list: only this queue; retry: every failed job of this queue")
-		limit  = fs.Int("limit", failed.DefaultLimit, "list: at most this many (1 to 1000)")
-		before = fs.Int64("before", 0, "list: failed jobs before this id (the last id of the previous page)")
+		queue  = fs.String("queue", "", "list, search: only this queue; retry: every failed job of this queue")
+		limit  = fs.Int("limit", failed.DefaultLimit, "list, search: at most this many (1 to 1000)")
+		before = fs.Int64("before", 0, "list, search: failed jobs before this id (the last id of the previous page or search)")
 		all    = fs.Bool("all", false, "retry: every failed job of this connection")
 		hours  = fs.Float64("hours", -1, "flush: only those older than this many hours (default: all); prune: failed over this many hours ago (default 24)")
 	)
+	search := searchFlags(fs, before)
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -55,7 +60,7 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 	name := "failed " + sub
 	// Check the command line before connecting.
 	switch sub {
-	case "list", "flush", "prune":
+	case "list", "flush", "prune", "search":
 		if err := noArgs(name, rest); err != nil {
 			return err
 		}
@@ -80,6 +85,12 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 	if sub == "list" && (*limit < 1 || *limit > failed.MaxLimit) {
 		return usagef("failed list: -limit %d: use 1 to %d (page with -before)", *limit, failed.MaxLimit)
 	}
+	var s dbqueue.Search
+	if sub == "search" {
+		if s, err = search.search(name, *queue, *limit); err != nil {
+			return err
+		}
+	}
 	q, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -90,6 +101,20 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		return err
 	}
 	switch sub {
+	case "search":
+		res, err := store.Search(ctx, s)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			out := make([]failedJSON, len(res.Matches))
+			for i, j := range res.Matches {
+				out[i] = failedToJSON(j, false)
+			}
+			return c.writeJSON(searchJSON(out, res.Scanned, res.Oldest, res.Complete))
+		}
+		c.printFailed(res.Matches)
+		c.searchNote("failed jobs", s, s.ID > 0 || s.UUID != "", res.Scanned, res.Oldest, res.Complete, len(res.Matches))
 	case "list":
 		list, err := store.List(ctx, failed.Filter{Queue: *queue, Limit: *limit, BeforeID: *before})
 		if err != nil {
@@ -102,13 +127,7 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 			}
 			return c.writeJSON(out)
 		}
-		w := c.table()
-		fmt.Fprintln(w, "ID\tUUID\tCONNECTION\tQUEUE\tNAME\tFAILED AT\tEXCEPTION")
-		for _, j := range list {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, printable(j.UUID), printable(j.Connection), printable(j.Queue),
-				printable(oneLine(j.Name(), 50)), formatTime(j.FailedAt), printable(oneLine(j.Exception, 60)))
-		}
-		w.Flush()
+		c.printFailed(list)
 		if len(list) == *limit {
 			fmt.Fprintf(c.errOut, "more may follow: add -before %d\n", list[len(list)-1].ID)
 		}
@@ -124,7 +143,9 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "id\t%d\nuuid\t%s\nconnection\t%s\nqueue\t%s\nname\t%s\nfailed at\t%s\n",
 			j.ID, printable(j.UUID), printable(j.Connection), printable(j.Queue), printable(j.Name()), formatTime(j.FailedAt))
 		w.Flush()
-		fmt.Fprintf(c.out, "exception:\n%s\npayload:\n", printableLines(j.Exception))
+		fmt.Fprintf(c.out, "exception:\n%s\n", printableLines(j.Exception))
+		c.printErrors(j.Errors)
+		fmt.Fprintln(c.out, "payload:")
 		return c.printPayload(j.Payload)
 	case "retry":
 		var p *progress
@@ -186,8 +207,37 @@ func (c *cli) failed(ctx context.Context, args []string) error {
 			return err
 		}
 		p.done("deleted %d failed jobs", n)
+		p = c.progress("deleting error history whose job is gone")
+		var gone int64
+		for {
+			batch, err := q.PruneErrorHistory(ctx, historyPrune)
+			if err != nil {
+				p.fail()
+				return err
+			}
+			gone += batch
+			if batch < historyPrune {
+				break
+			}
+		}
+		p.done("deleted %d errors of jobs that are gone", gone)
 	}
 	return nil
+}
+
+// historyPrune is how many history rows one PruneErrorHistory statement of
+// failed prune deletes.
+const historyPrune = 1000
+
+// printFailed prints failed jobs as a table.
+func (c *cli) printFailed(list []failed.Job) {
+	w := c.table()
+	fmt.Fprintln(w, "ID\tUUID\tCONNECTION\tQUEUE\tNAME\tFAILED AT\tEXCEPTION")
+	for _, j := range list {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, printable(j.UUID), printable(j.Connection), printable(j.Queue),
+			printable(oneLine(j.Name(), 50)), formatTime(j.FailedAt), printable(oneLine(j.Exception, 60)))
+	}
+	w.Flush()
 }
 
 // isSet reports whether the command line set the flag name, even to "".

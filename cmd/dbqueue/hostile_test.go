@@ -50,6 +50,11 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 		if len(ids) != 2 {
 			t.Fatalf("jobs: %v", ids)
 		}
+		// Earlier errors, and the worker that wrote them, are anyone's text too.
+		for _, key := range []struct{ col, value any }{{"job_id", ids[0]}, {"failed_uuid", "f-1"}} {
+			db.Exec(t, fmt.Sprintf("INSERT INTO dbqueue_job_errors (%s, attempt, error, worker, created_at) VALUES (?, 1, ?, ?, ?)", key.col),
+				key.value, hostile+"\n\tat Handler()", hostile, now)
+		}
 
 		runs := [][]string{
 			{"queues"}, {"queues", "-json"}, {"monitor"}, {"monitor", "-json"},
@@ -58,6 +63,9 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 			{"failed", "show", "f-1"}, {"failed", "show", "f-1", "-json"},
 			{"failed", "retry", "f-1"}, // of another connection: the error names it
 			{"pause", hostile}, {"resume", hostile},
+			{"jobs", "search", "-text", "link"}, {"jobs", "search", "-text", "link", "-json"},
+			{"jobs", "search", "-name", hostile}, {"failed", "search", "-queue", hostile},
+			{"failed", "search", "-text", "link"}, {"failed", "search", "-text", "link", "-json"},
 		}
 		for _, id := range ids {
 			runs = append(runs, []string{"jobs", "show", fmt.Sprint(id)}, []string{"jobs", "show", fmt.Sprint(id), "-json"})
@@ -90,6 +98,16 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 		}
 		if r := dbq(t, db, "failed", "retry", "f-1"); r.err == nil || !strings.Contains(errorLine(r.err), `evil\x1b[2J`) {
 			t.Errorf("failed retry of another connection's job: %v", r.err)
+		}
+		for _, name := range []string{"failed show f-1", fmt.Sprintf("jobs show %d", ids[0])} {
+			if !strings.Contains(outputs[name], "attempt 1 at") || !strings.Contains(outputs[name], `evil\x1b[2J`) {
+				t.Errorf("%s: the earlier error is not shown escaped:\n%s", name, outputs[name])
+			}
+		}
+		for _, name := range []string{"jobs search -name " + hostile, "failed search -queue " + hostile, "jobs search -text link"} {
+			if !strings.Contains(outputs[name], `evil\x1b[2J`) {
+				t.Errorf("%s found nothing:\n%s", name, outputs[name])
+			}
 		}
 		show := outputs["failed show f-1"]
 		if !strings.Contains(show, `evil\x1b[2J\x1b]8;;https://evil.example/\x07link`) || !strings.Contains(show, `\x0dOVER\u009b31m\u202eRTL\u2066\x7f`+"\n\tat Handler()") {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
@@ -23,6 +24,46 @@ type jobJSON struct {
 	CreatedAt    time.Time       `json:"created_at"`
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	PayloadError string          `json:"payload_error,omitempty"`
+}
+
+// jobDetailJSON is a job as show -json prints it: the listed fields, the
+// payload, and the detail of one job.
+type jobDetailJSON struct {
+	jobJSON
+	UUID      string      `json:"uuid"`
+	Tries     *int        `json:"tries"`
+	ExpiresAt *time.Time  `json:"expires_at"`
+	Token     *int64      `json:"reservation_token"`
+	BatchID   string      `json:"batch_id,omitempty"`
+	ChainNext []string    `json:"chain_next"`
+	Errors    []errorJSON `json:"errors"`
+}
+
+// errorJSON is an earlier attempt's error.
+type errorJSON struct {
+	Attempt int       `json:"attempt"`
+	Error   string    `json:"error"`
+	Worker  string    `json:"worker"`
+	At      time.Time `json:"at"`
+}
+
+func errorsJSON(errs []dbqueue.AttemptError) []errorJSON {
+	out := make([]errorJSON, len(errs))
+	for i, e := range errs {
+		out[i] = errorJSON{Attempt: e.Attempt, Error: e.Error, Worker: e.Worker, At: e.At.UTC()}
+	}
+	return out
+}
+
+// detailJSON is what jobs show -json prints.
+func detailJSON(j dbqueue.JobInfo) jobDetailJSON {
+	d := jobDetailJSON{jobJSON: toJSON(j, true), UUID: j.Payload.UUID, Tries: j.Payload.MaxTries, BatchID: j.Payload.BatchID,
+		ChainNext: j.Payload.ChainNext(), Errors: errorsJSON(j.Errors)}
+	if !j.ExpiresAt.IsZero() {
+		t, token := j.ExpiresAt.UTC(), j.Token
+		d.ExpiresAt, d.Token = &t, &token
+	}
+	return d
 }
 
 func toJSON(j dbqueue.JobInfo, payload bool) jobJSON {
@@ -44,21 +85,50 @@ func toJSON(j dbqueue.JobInfo, payload bool) jobJSON {
 }
 
 func (c *cli) jobs(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("jobs", args, "list", "show", "cancel", "run-now")
+	sub, args, err := subcommand("jobs", args, "list", "show", "search", "cancel", "run-now")
 	if err != nil {
 		return err
 	}
 	fs := newFlagSet(c, "jobs "+sub)
 	var (
 		asJSON = fs.Bool("json", false, "print JSON")
-		queue  = fs.String("queue", "", "list: only this queue")
+		queue  = fs.String("queue", "", "list, search: only this queue")
 		state  = fs.String("state", "", "list: only pending, delayed or reserved jobs")
-		limit  = fs.Int("limit", 100, "list: at most this many jobs (1 to 1000)")
+		limit  = fs.Int("limit", 100, "list, search: at most this many jobs (1 to 1000)")
 		after  = fs.Int64("after", 0, "list: jobs after this id (the last id of the previous page)")
+		search = searchFlags(fs, nil)
 	)
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if sub == "search" {
+		if err := noArgs("jobs search", rest); err != nil {
+			return err
+		}
+		s, err := search.search("jobs search", *queue, *limit)
+		if err != nil {
+			return err
+		}
+		q, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer q.Close()
+		res, err := q.SearchJobs(ctx, s)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			list := make([]jobJSON, len(res.Matches))
+			for i, j := range res.Matches {
+				list[i] = toJSON(j, false)
+			}
+			return c.writeJSON(searchJSON(list, res.Scanned, res.Oldest, res.Complete))
+		}
+		c.printJobs(res.Matches)
+		c.searchNote("jobs", s, s.ID > 0, res.Scanned, res.Oldest, res.Complete, len(res.Matches))
+		return nil
 	}
 	if sub == "list" {
 		if err := noArgs("jobs list", rest); err != nil {
@@ -88,13 +158,7 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 			}
 			return c.writeJSON(list)
 		}
-		w := c.table()
-		fmt.Fprintln(w, "ID\tQUEUE\tSTATE\tNAME\tATTEMPTS\tAVAILABLE\tCREATED")
-		for _, j := range page {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, printable(j.Queue), printable(string(j.State)), printable(oneLine(j.Name(), 60)), j.Attempts,
-				formatTime(j.AvailableAt), formatTime(j.CreatedAt))
-		}
-		w.Flush()
+		c.printJobs(page)
 		if len(page) == *limit {
 			fmt.Fprintf(c.errOut, "more may follow: add -after %d\n", page[len(page)-1].ID)
 		}
@@ -120,17 +184,28 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			return c.writeJSON(toJSON(*j, true))
+			return c.writeJSON(detailJSON(*j))
 		}
 		w := c.table()
-		fmt.Fprintf(w, "id\t%d\nqueue\t%s\nstate\t%s\nname\t%s\nattempts\t%d\n",
-			j.ID, printable(j.Queue), printable(string(j.State)), printable(j.Name()), j.Attempts)
+		fmt.Fprintf(w, "id\t%d\nqueue\t%s\nstate\t%s\nname\t%s\nattempts\t%d of %s\n",
+			j.ID, printable(j.Queue), printable(string(j.State)), printable(j.Name()), j.Attempts, tries(j.Payload.MaxTries))
 		fmt.Fprintf(w, "uuid\t%s\nreserved at\t%s\navailable at\t%s\ncreated at\t%s\n",
 			printable(j.Payload.UUID), formatTime(j.ReservedAt), formatTime(j.AvailableAt), formatTime(j.CreatedAt))
+		if j.State == dbqueue.JobReserved {
+			fmt.Fprintf(w, "held by\treservation %d (attempt %d) until %s; another worker may take it after that\n",
+				j.Token, j.Attempts, formatTime(j.ExpiresAt))
+		}
+		if j.Payload.BatchID != "" {
+			fmt.Fprintf(w, "batch\t%s\n", printable(j.Payload.BatchID))
+		}
+		if next := j.Payload.ChainNext(); len(next) > 0 {
+			fmt.Fprintf(w, "chain\t%d more after this: %s\n", len(next), printable(oneLine(strings.Join(next, ", "), 200)))
+		}
 		if j.PayloadErr != nil {
 			fmt.Fprintf(w, "payload error\t%s\n", printable(j.PayloadErr.Error()))
 		}
 		w.Flush()
+		c.printErrors(j.Errors)
 		fmt.Fprintln(c.out, "payload:")
 		return c.printPayload(j.RawPayload)
 	case "cancel":
@@ -145,6 +220,38 @@ func (c *cli) jobs(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.out, "job %d is due now\n", id)
 	}
 	return nil
+}
+
+// printJobs prints a page of jobs as a table.
+func (c *cli) printJobs(page []dbqueue.JobInfo) {
+	w := c.table()
+	fmt.Fprintln(w, "ID\tQUEUE\tSTATE\tNAME\tATTEMPTS\tAVAILABLE\tCREATED")
+	for _, j := range page {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, printable(j.Queue), printable(string(j.State)), printable(oneLine(j.Name(), 60)), j.Attempts,
+			formatTime(j.AvailableAt), formatTime(j.CreatedAt))
+	}
+	w.Flush()
+}
+
+// tries is a payload's maxTries as show prints it.
+func tries(n *int) string {
+	if n == nil || *n <= 0 {
+		return "the worker's tries"
+	}
+	return strconv.Itoa(*n)
+}
+
+// printErrors prints the errors of a job's earlier attempts, oldest first.
+func (c *cli) printErrors(errs []dbqueue.AttemptError) {
+	if len(errs) == 0 {
+		fmt.Fprintln(c.out, "earlier errors: none kept")
+		return
+	}
+	fmt.Fprintf(c.out, "earlier errors (oldest first, the newest %d kept):\n", dbqueue.ErrorHistoryKeep)
+	for _, e := range errs {
+		fmt.Fprintf(c.out, "  attempt %d at %s on %s:\n    %s\n", e.Attempt, formatTime(e.At), printable(e.Worker),
+			strings.ReplaceAll(printableLines(e.Error), "\n", "\n    "))
+	}
 }
 
 // printPayload prints a stored payload indented when it is JSON, through

@@ -59,17 +59,22 @@ Dashboard:
 
 Jobs:
   jobs list [-queue Q] [-state pending|delayed|reserved] [-limit N] [-after ID] [-json]
-  jobs show ID [-json]
+  jobs show ID [-json]               state, holder, batch, chain, earlier errors, payload
+  jobs search [-id ID] [-uuid U] [-name N] [-queue Q] [-text T] [-scan N] [-before ID]
+              [-limit N] [-json]     reads only the newest -scan jobs (default 10000)
   jobs cancel ID                     delete a waiting job so it never runs
   jobs run-now ID                    make a delayed job due at once
 
 Failed jobs:
   failed list [-queue Q] [-limit N] [-before ID] [-json]
   failed show UUID [-json]
+  failed search [-id ID] [-uuid U] [-name N] [-queue Q] [-text T] [-scan N] [-before ID]
+                [-limit N] [-json]   -text also matches the exception
   failed retry UUID... | -queue Q | -all
   failed forget UUID
   failed flush [-hours H]            delete failed jobs older than H hours (0, the default: all)
-  failed prune [-hours H]            delete failed jobs that failed over H hours ago (default 24)
+  failed prune [-hours H]            delete failed jobs that failed over H hours ago (default 24),
+                                     and error history whose job is gone
 
   version                            print this command's version
 
@@ -84,6 +89,8 @@ Table names (default jobs and failed_jobs in the current schema):
   -jobs NAME  -failed NAME  -schema NAME (PostgreSQL only)
 -connection is the queue connection name in failed_jobs and in the pause
 signals (Laravel's config/queue.php name; default "database").
+-redact data.password,data.card hides those payload fields wherever a
+payload is shown, searched or printed as JSON (default $DBQUEUE_REDACT).
 
 Flags may come before or after the command. Exit codes: 0 ok, 1 error,
 2 usage, 3 monitor threshold exceeded.
@@ -170,6 +177,9 @@ type common struct {
 	dsn        string
 	tables     dbqueue.Tables
 	connection string
+	// redact lists the payload fields every shown payload hides
+	// (dbqueue.RedactFields paths, comma-separated).
+	redact string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -178,6 +188,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tables.Failed, "failed", c.tables.Failed, "failed jobs table (default failed_jobs)")
 	fs.StringVar(&c.tables.Schema, "schema", c.tables.Schema, "PostgreSQL schema of the tables (default: the current schema)")
 	fs.StringVar(&c.connection, "connection", c.connection, "queue connection name (default database)")
+	fs.StringVar(&c.redact, "redact", c.redact, "payload fields to hide wherever a payload is shown, comma-separated paths such as data.password (default $DBQUEUE_REDACT)")
 }
 
 // cli is one invocation: its console and common flags.
@@ -218,7 +229,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func runConsole(ctx context.Context, args []string, con console) error {
-	c := &cli{console: con, common: common{dsn: os.Getenv("DATABASE_URL"), connection: dbqueue.DefaultConnection}}
+	c := &cli{console: con, common: common{dsn: os.Getenv("DATABASE_URL"), connection: dbqueue.DefaultConnection, redact: os.Getenv("DBQUEUE_REDACT")}}
 	fs := newFlagSet(c, "dbqueue")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -297,7 +308,11 @@ func (c *cli) open(ctx context.Context) (*dbqueue.Queue, error) {
 	if c.connection == "" {
 		return nil, usagef("-connection: empty name: pass the queue connection name failed jobs and pause signals carry (Laravel's; default %s)", dbqueue.DefaultConnection)
 	}
-	return dbqueue.Open(ctx, c.dsn, dbqueue.WithTables(c.tables), dbqueue.WithConnectionName(c.connection))
+	opts := []dbqueue.Option{dbqueue.WithTables(c.tables), dbqueue.WithConnectionName(c.connection)}
+	if strings.TrimSpace(c.redact) != "" {
+		opts = append(opts, dbqueue.WithRedactor(dbqueue.RedactFields(strings.Split(c.redact, ",")...)))
+	}
+	return dbqueue.Open(ctx, c.dsn, opts...)
 }
 
 // noArgs refuses arguments a command does not take.

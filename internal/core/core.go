@@ -24,6 +24,9 @@ type Queue struct {
 	// Ext holds package dbqueue's worker-side operations, typed there; the
 	// packages that use them assert the interface they need.
 	Ext any
+	// Redact passes a payload read for showing through the queue's
+	// Redactor (dbqueue.WithRedactor).
+	Redact func(name string, payload []byte) []byte
 }
 
 // Handle is embedded in dbqueue.Queue.

@@ -89,6 +89,18 @@ func (t Tables) BatchesName() string {
 	return t.Jobs + "_batches"
 }
 
+// ErrorsName is dbqueue_job_errors beside Laravel's tables and
+// <jobs>_errors beside tables of other names, as the migrations name it.
+func (t Tables) ErrorsName() string {
+	if t.Jobs == DefaultTables.Jobs && t.Failed == DefaultTables.Failed {
+		return "dbqueue_job_errors"
+	}
+	return t.Jobs + "_errors"
+}
+
+// ErrorsTable is ErrorsName as SQL writes it, schema-qualified.
+func (t Tables) ErrorsTable() string { return t.qualify(t.ErrorsName()) }
+
 // BatchesTable is BatchesName as SQL writes it, schema-qualified.
 func (t Tables) BatchesTable() string { return t.qualify(t.BatchesName()) }
 
@@ -250,6 +262,11 @@ func (c *common) finishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish
 			if _, err := tx.Exec(ctx, c.rebind(c.failInsert), f.Fail.UUID, f.Fail.Connection, f.Fail.Queue, string(f.Fail.Payload), f.Fail.Exception); err != nil {
 				return err
 			}
+			if err := c.moveHistory(ctx, tx, h, f.Fail.UUID); err != nil {
+				return err
+			}
+		} else if err := c.dropHeldHistory(ctx, tx, h); err != nil {
+			return err
 		}
 		if len(f.Next) > 0 {
 			if res.NextIDs, err = insert(ctx, tx, f.Next, f.Notify); err != nil {

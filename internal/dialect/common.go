@@ -43,6 +43,8 @@ type common struct {
 	rebinder func(string) string
 	// ints scans integer columns (plainInt but on MySQL).
 	ints intDest
+	// noHistory: the error history table is missing (see probeHistory).
+	noHistory bool
 }
 
 func newCommon(name string, t Tables, now string, epoch, timestamp func(string) string) *common {
@@ -253,7 +255,14 @@ func (c *common) claimArms() (expired, ready string) {
 // deleteHeldReturning is DeleteHeld where DELETE … RETURNING exists.
 func (c *common) deleteHeldReturning(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
 	rows, err := db.Query(ctx, "DELETE FROM "+c.jobs+heldWhere(held)+" RETURNING id, reservation_token")
-	return scanKeys(rows, err, len(held), c.ints)
+	keys, err := scanKeys(rows, err, len(held), c.ints)
+	if err != nil || !anyMarked(held) {
+		return keys, err
+	}
+	// A second statement (MariaDB, and SQLite's rare fallback): history
+	// it leaves behind when it fails is PruneErrors'.
+	_ = c.dropMarked(ctx, db, keys)
+	return keys, nil
 }
 
 // releaseSet is the SET list of a batched release: per-row delays, and
@@ -314,8 +323,10 @@ func (c *common) FailMove(ctx context.Context, db sqldb.DB, h Held, f Failure) (
 			return nil
 		}
 		held = true
-		_, err = tx.Exec(ctx, c.rebind(c.failInsert), f.UUID, f.Connection, f.Queue, string(f.Payload), f.Exception)
-		return err
+		if _, err = tx.Exec(ctx, c.rebind(c.failInsert), f.UUID, f.Connection, f.Queue, string(f.Payload), f.Exception); err != nil {
+			return err
+		}
+		return c.moveHistory(ctx, tx, h, f.UUID)
 	})
 	return held, err
 }
@@ -374,6 +385,9 @@ FROM `+c.jobs+` WHERE queue = ?`), queue).Scan(&s.Pending, &s.Delayed, &s.Reserv
 }
 
 func (c *common) Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error) {
+	if err := c.dropQueueHistory(ctx, ex, queue); err != nil {
+		return 0, err
+	}
 	res, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.jobs+" WHERE queue = ?"), queue)
 	return res.RowsAffected, err
 }
@@ -471,21 +485,30 @@ func scanFailed(rows sqldb.Rows, err error) ([]FailedRow, error) {
 	defer rows.Close()
 	var out []FailedRow
 	for rows.Next() {
-		var (
-			r  FailedRow
-			at sql.NullInt64
-		)
-		if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
+		r, err := scanFailedRow(rows)
+		if err != nil {
 			return nil, err
-		}
-		r.Payload = UnmarkFailed(r.Payload)
-		if at.Valid {
-			v := at.Int64
-			r.FailedAt = &v
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// scanFailedRow reads one row of failedSelect's columns.
+func scanFailedRow(rows sqldb.Rows) (FailedRow, error) {
+	var (
+		r  FailedRow
+		at sql.NullInt64
+	)
+	if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
+		return r, err
+	}
+	r.Payload = UnmarkFailed(r.Payload)
+	if at.Valid {
+		v := at.Int64
+		r.FailedAt = &v
+	}
+	return r, nil
 }
 
 func (c *common) listFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter, before func(string) string) ([]FailedRow, error) {
@@ -503,6 +526,9 @@ func (c *common) ListFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter
 
 func (c *common) deleteFailed(ctx context.Context, ex sqldb.Execer, f FailedFilter, before func(string) string) (int64, error) {
 	where, args := c.failedWhere(f, before)
+	if err := c.dropFailedHistory(ctx, ex, where, args); err != nil {
+		return 0, err
+	}
 	res, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.failed+where), args...)
 	return res.RowsAffected, err
 }
@@ -532,10 +558,10 @@ func (c *common) LockFailed(ctx context.Context, tx sqldb.Tx, f FailedFilter) ([
 	return c.lockFailed(ctx, tx, f, " FOR UPDATE")
 }
 
-// retryFromFailed inserts rows into jobs, due now, and deletes them from
-// failed_jobs; insertWrap, when set, wraps the INSERT (PostgreSQL's
-// notification).
-func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow, insertWrap func(string) string) error {
+// retryFromFailed inserts rows into jobs, due now, with the dialect's
+// own Insert (PostgreSQL's notifies), hands their error history to the
+// new rows, and deletes them from failed_jobs.
+func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow, insert insertFunc) error {
 	for chunk := range slices.Chunk(rows, insertChunk/2) {
 		push := make([]PushRow, len(chunk))
 		ids := make([]any, len(chunk))
@@ -543,11 +569,11 @@ func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []Failed
 			push[i] = PushRow{Queue: r.Queue, Payload: r.Payload}
 			ids[i] = r.ID
 		}
-		query, args := c.insertSQL(push)
-		if insertWrap != nil {
-			query = insertWrap(query + " RETURNING id")
+		newIDs, err := insert(ctx, tx, push, true)
+		if err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, c.rebind(query), args...); err != nil {
+		if err := c.historyBack(ctx, tx, chunk, newIDs); err != nil {
 			return err
 		}
 		res, err := tx.Exec(ctx, c.rebind("DELETE FROM "+c.failed+" WHERE id IN ("+sqldb.List(len(ids))+")"), ids...)
@@ -564,8 +590,12 @@ func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []Failed
 	return nil
 }
 
-func (c *common) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
-	return c.retryFromFailed(ctx, tx, rows, nil)
+func (m *mysql) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
+	return m.retryFromFailed(ctx, tx, rows, m.Insert)
+}
+
+func (s *sqlite) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
+	return s.retryFromFailed(ctx, tx, rows, s.Insert)
 }
 
 // bumpScale makes a bumped signal's new value: the database's clock in

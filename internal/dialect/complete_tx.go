@@ -54,7 +54,10 @@ const lockWaitSeconds = 2
 
 func (c *common) CompleteIn(ctx context.Context, tx sqldb.Tx, h Held) (bool, error) {
 	res, err := tx.Exec(ctx, c.rebind("DELETE FROM "+c.jobs+c.held), h.ID, h.Token, h.Attempts)
-	return err == nil && res.RowsAffected > 0, err
+	if err != nil || res.RowsAffected == 0 {
+		return false, err
+	}
+	return true, c.dropHeldHistory(ctx, tx, h)
 }
 
 // releaseIn is ReleaseIn on every database. The token is drawn anew, as a

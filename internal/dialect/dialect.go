@@ -33,7 +33,9 @@ type Dialect interface {
 	// reservation token.
 	Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error)
 	// DeleteHeld deletes the rows still held by the reservations given,
-	// and returns those it deleted.
+	// and returns those it deleted; the error history of those whose
+	// tokens are Marked goes with them, in the same statement or
+	// transaction where the database allows (see history.go).
 	DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error)
 	// ReleaseHeld puts held rows back, each after its delay (seconds) and
 	// with its new payload when not nil, and returns those it released.
@@ -120,6 +122,16 @@ type Release struct {
 	Held
 	Delay   int64  // seconds after now
 	Payload []byte // nil keeps the stored payload
+	// Error, when not nil, is the attempt's error, written to the row's
+	// error history if (and only if) the release finds the row held.
+	Error *ReleaseError
+}
+
+// ReleaseError is the error a release writes to the row's history (the
+// attempt is the Held's).
+type ReleaseError struct {
+	Error  string // at most ErrorHistoryBytes
+	Worker string
 }
 
 // JobRow is a claimed row of jobs.
@@ -251,6 +263,14 @@ func (t Tables) ClaimIndex() string { return t.Jobs + "_queue_available_idx" }
 // connected to, after asking the server who it is: a connection that is
 // not of that database fails here, with an error that says so.
 func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
+	d, err := open(ctx, name, ex, t)
+	if err != nil {
+		return nil, err
+	}
+	return d, probeHistory(ctx, ex, d)
+}
+
+func open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
 	d, err := For(name, t, MySQLServer{})
 	if err != nil {
 		return nil, err

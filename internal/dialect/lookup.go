@@ -144,6 +144,9 @@ func (c *common) cancelJob(ctx context.Context, tx sqldb.Tx, id int64, lock stri
 	if res.RowsAffected == 0 {
 		return StateGone, nil, nil // taken between the read and the delete: only without a lock
 	}
+	if err := c.DropErrors(ctx, tx, []int64{id}); err != nil {
+		return "", nil, err
+	}
 	return StatePending, payload, nil
 }
 

@@ -82,6 +82,10 @@ func (m *mysql) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key
 			gone = nil
 			return err
 		}
+		if err := m.dropMarked(ctx, tx, gone); err != nil {
+			gone = nil
+			return err
+		}
 		return nil
 	})
 	return gone, err
@@ -104,8 +108,17 @@ func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map
 			}
 		}
 		set, args := m.releaseSet(keep)
+		history := m.writesHistory(keep)
+		if history {
+			set += markSet(keep)
+		}
 		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET "+set+heldWhere(helds(keep)), args...); err != nil {
 			return err
+		}
+		if history {
+			if err := m.recordErrors(ctx, tx, releaseErrors(keep, func(Release) bool { return true })); err != nil {
+				return err
+			}
 		}
 		released = still
 		return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -33,6 +34,12 @@ type postgres struct {
 	// on unnest cost the server 13.7 µs a job instead of 10.4 on
 	// PostgreSQL 15.)
 	deleteOne string
+	// deleteOneH and deleteAH are deleteOne and deleteA that also delete
+	// the history of the rows they delete, for batches with such rows.
+	deleteOneH, deleteAH string
+	// releaseErrA is releaseA that also writes the errors of the rows it
+	// released to their history, in the same statement (see history.go).
+	releaseErrA string
 }
 
 // newPostgres builds the dialect; zoneless says failed_at is a timestamp
@@ -92,6 +99,19 @@ RETURNING jobs.id, jobs.reservation_token`
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
+	p.deleteOneH, p.deleteAH = c.withHistory(p.deleteOne), c.withHistory(p.deleteA)
+	e := c.errorsTable()
+	p.releaseErrA = `WITH rel AS (UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
+  payload = COALESCE(held.payload, jobs.payload),
+  reservation_token = CASE WHEN held.error IS NULL THEN jobs.reservation_token ELSE jobs.reservation_token | ` + historyMark + ` END
+FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS held(id, token, attempts, delay, payload, error, worker)
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+RETURNING jobs.id, held.token, held.attempts, held.error, held.worker),
+pruned AS (DELETE FROM ` + e + ` WHERE id IN (SELECT id FROM (SELECT x.id, row_number() OVER (PARTITION BY x.job_id ORDER BY x.id DESC) AS n
+  FROM ` + e + ` x WHERE x.job_id IN (SELECT id FROM rel WHERE error IS NOT NULL)) ranked WHERE n >= ` + strconv.Itoa(ErrorHistoryKeep) + `)),
+ins AS (INSERT INTO ` + e + ` (job_id, attempt, error, worker, created_at)
+  SELECT id, attempts, error, worker, ` + c.now + ` FROM rel WHERE error IS NOT NULL)
+SELECT id, token FROM rel`
 	return p
 }
 
@@ -142,16 +162,21 @@ func oneReservation(held []Held) bool {
 }
 
 func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
+	one, all := p.deleteOne, p.deleteA
+	if anyMarked(held) && !p.noHistory {
+		// Rows with history: the same statement deletes it.
+		one, all = p.deleteOneH, p.deleteAH
+	}
 	if oneReservation(held) {
 		ids := make([]int64, len(held))
 		for i, h := range held {
 			ids[i] = h.ID
 		}
-		rows, err := db.Query(ctx, p.deleteOne, ids, held[0].Token, held[0].Attempts)
+		rows, err := db.Query(ctx, one, ids, held[0].Token, held[0].Attempts)
 		return scanKeys(rows, err, len(held), plainInt)
 	}
 	ids, tokens, attempts := heldArrays(held)
-	rows, err := db.Query(ctx, p.deleteA, ids, tokens, attempts)
+	rows, err := db.Query(ctx, all, ids, tokens, attempts)
 	return scanKeys(rows, err, len(held), plainInt)
 }
 
@@ -165,7 +190,21 @@ func (p *postgres) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (
 			texts[i] = &text
 		}
 	}
-	released, err := collectKeys(db.Query(ctx, p.releaseA, ids, tokens, attempts, delays, texts))
+	var (
+		released map[Key]bool
+		err      error
+	)
+	if !p.writesHistory(rs) {
+		released, err = collectKeys(db.Query(ctx, p.releaseA, ids, tokens, attempts, delays, texts))
+	} else {
+		errs, workers := make([]*string, len(rs)), make([]*string, len(rs))
+		for i, r := range rs {
+			if r.Error != nil {
+				errs[i], workers[i] = &r.Error.Error, &r.Error.Worker
+			}
+		}
+		released, err = collectKeys(db.Query(ctx, p.releaseErrA, ids, tokens, attempts, delays, texts, errs, workers))
+	}
 	p.releasedDue(rs, err)
 	return released, err
 }
@@ -304,7 +343,7 @@ FROM generate_series(1, $1::int) AS i`, len(rows)).Scan(&now, &ids); err != nil 
 }
 
 func (p *postgres) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
-	return p.retryFromFailed(ctx, tx, rows, p.notifyWrap)
+	return p.retryFromFailed(ctx, tx, rows, p.Insert)
 }
 
 func (p *postgres) CheckServer(ctx context.Context, ex sqldb.Execer) error {

@@ -75,7 +75,11 @@ func (s *sqlite) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Ke
 			}
 			deleted = append(deleted, k)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		return s.dropMarked(ctx, tx, deleted)
 	})
 	if errors.Is(err, errNotOurs) {
 		return s.deleteHeldReturning(ctx, db, held)
@@ -88,7 +92,34 @@ var errNotOurs = errors.New("dbqueue: a row deleted by id is held by another res
 
 func (s *sqlite) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
 	set, args := s.releaseSet(rs)
-	return collectKeys(db.Query(ctx, "UPDATE "+s.jobs+" SET "+set+heldWhere(helds(rs))+" RETURNING id, reservation_token", args...))
+	if !s.writesHistory(rs) {
+		return collectKeys(db.Query(ctx, "UPDATE "+s.jobs+" SET "+set+heldWhere(helds(rs))+" RETURNING id, reservation_token", args...))
+	}
+	// The mark changes the token: the rows released are read back by id
+	// (the WHERE matched each against its own reservation).
+	var released map[Key]bool
+	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		rows, err := tx.Query(ctx, "UPDATE "+s.jobs+" SET "+set+markSet(rs)+heldWhere(helds(rs))+" RETURNING id", args...)
+		ids, err := scanInts(rows, err, plainInt)
+		if err != nil {
+			return err
+		}
+		got := make(map[int64]bool, len(ids))
+		for _, id := range ids {
+			got[id] = true
+		}
+		released = make(map[Key]bool, len(ids))
+		for _, r := range rs {
+			if got[r.ID] {
+				released[r.Key()] = true
+			}
+		}
+		return s.recordErrors(ctx, tx, releaseErrors(rs, func(r Release) bool { return released[r.Key()] }))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return released, nil
 }
 
 // Insert reads its rows from a VALUES list of parameters and the clock

@@ -316,7 +316,7 @@ func (f *failover) push(ctx context.Context, q *dbqueue.Queue) {
 			f.acks = append(f.acks, ack{key: key, id: id, at: time.Now()})
 		}
 		f.mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the pace of an application's pushes, not a wait
 	}
 }
 
@@ -341,13 +341,7 @@ func (f *failover) count(query string) int {
 
 func (f *failover) await(what string, limit time.Duration, done func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(limit)
-	for !done() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("waiting for %s: not within %v", what, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	dbtest.WaitFor(f.t, limit, "waiting for "+what, done)
 }
 
 // check accounts for every acknowledged push: run (in the ledger) or still

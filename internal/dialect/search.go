@@ -1,0 +1,195 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+
+	"github.com/dbqueue/dbqueue/internal/sqldb"
+)
+
+// Searcher finds rows of jobs and failed_jobs for an operator, reading at
+// most a window of the newest rows by primary key, so no search reads a
+// whole table however it is asked. Every dialect implements it, and
+// callers assert it.
+type Searcher interface {
+	// SearchJobs reads the rows of jobs that match f inside its window,
+	// newest first, handing each to keep until keep has taken f.Limit.
+	SearchJobs(ctx context.Context, ex sqldb.Execer, f SearchFilter, keep func(StatedRow) bool) (Window, error)
+	// SearchFailed is SearchJobs on failed_jobs (Contains also matches
+	// the exception).
+	SearchFailed(ctx context.Context, ex sqldb.Execer, f SearchFilter, keep func(FailedRow) bool) (Window, error)
+}
+
+// SearchFilter selects rows for a search. Zero fields select all.
+type SearchFilter struct {
+	// ID names one row: no window is read.
+	ID int64
+	// UUID names one failed job (failed_jobs.uuid): no window is read.
+	UUID string
+	// Queue keeps the rows of one queue.
+	Queue string
+	// Contains keeps rows whose payload (or, in failed_jobs, exception)
+	// holds every one of these texts, byte for byte.
+	Contains []string
+	// Scan is the window: the newest Scan rows with ids below BeforeID
+	// (all ids when 0).
+	Scan     int
+	BeforeID int64
+	// Limit stops the search when keep has taken this many.
+	Limit int
+}
+
+// Window is what a search read: Rows rows, the oldest with id Oldest;
+// More says older rows are left.
+type Window struct {
+	Rows   int
+	Oldest int64
+	More   bool
+}
+
+// contains is the SQL test that column col holds a parameter's text,
+// byte for byte (never by a collation's idea of equal).
+func (c *common) contains(col string) string {
+	switch c.name {
+	case "postgres":
+		return "strpos(" + col + ", ?) > 0"
+	case "mysql":
+		return "LOCATE(CAST(? AS BINARY), CAST(" + col + " AS BINARY)) > 0"
+	}
+	return "instr(" + col + ", ?) > 0"
+}
+
+// window reads the size and oldest id of a search's window of table.
+func (c *common) window(ctx context.Context, ex sqldb.Execer, table string, f SearchFilter) (Window, error) {
+	inner := "SELECT id FROM " + table
+	var args []any
+	if f.BeforeID > 0 {
+		inner += " WHERE id < ?"
+		args = append(args, f.BeforeID)
+	}
+	inner += " ORDER BY id DESC LIMIT " + strconv.Itoa(f.Scan)
+	var (
+		w      Window
+		n      int64
+		oldest sql.NullInt64
+	)
+	if err := ex.QueryRow(ctx, c.rebind("SELECT COUNT(*), MIN(id) FROM ("+inner+") w"), args...).Scan(c.ints(&n), &oldest); err != nil {
+		return w, err
+	}
+	w.Rows, w.Oldest = int(n), oldest.Int64
+	if w.Rows < f.Scan {
+		return w, nil
+	}
+	var older int64
+	err := ex.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM (SELECT id FROM "+table+" WHERE id < ? ORDER BY id DESC LIMIT 1) o"), w.Oldest).Scan(c.ints(&older))
+	w.More = older > 0
+	return w, err
+}
+
+// inWindow narrows where to a window's ids: a primary-key range of at
+// most Scan rows.
+func inWindow(where string, args []any, w Window, f SearchFilter) (string, []any) {
+	where += " AND id >= ?"
+	args = append(args, w.Oldest)
+	if f.BeforeID > 0 {
+		where += " AND id < ?"
+		args = append(args, f.BeforeID)
+	}
+	return where, args
+}
+
+// searchWhere is the WHERE of a search over the rows of window (ids in
+// the window, or the one id or uuid named) with its arguments.
+func (c *common) searchWhere(f SearchFilter, textCols []string) (string, []any) {
+	where := " WHERE 1 = 1"
+	var args []any
+	if f.Queue != "" {
+		where += " AND queue = ?"
+		args = append(args, f.Queue)
+	}
+	for _, text := range f.Contains {
+		where += " AND ("
+		for i, col := range textCols {
+			if i > 0 {
+				where += " OR "
+			}
+			where += c.contains(col)
+			args = append(args, text)
+		}
+		where += ")"
+	}
+	return where, args
+}
+
+func (c *common) SearchJobs(ctx context.Context, ex sqldb.Execer, f SearchFilter, keep func(StatedRow) bool) (Window, error) {
+	where, args := c.searchWhere(f, []string{"payload"})
+	var w Window
+	if f.ID > 0 {
+		where += " AND id = ?"
+		args = append(args, f.ID)
+	} else {
+		var err error
+		if w, err = c.window(ctx, ex, c.jobs, f); err != nil || w.Rows == 0 {
+			return w, err
+		}
+		where, args = inWindow(where, args, w, f)
+	}
+	rows, err := ex.Query(ctx, c.rebind("SELECT "+jobColumns+", "+c.stateExpr()+" FROM "+c.jobs+where+" ORDER BY id DESC"), args...)
+	if err != nil {
+		return w, err
+	}
+	defer rows.Close()
+	taken := 0
+	for taken < f.Limit && rows.Next() {
+		var s StatedRow
+		if s.JobRow, err = scanJob(rows, &s.State); err != nil {
+			return w, err
+		}
+		if keep(s) {
+			taken++
+		}
+	}
+	return w, rows.Err()
+}
+
+func (c *common) SearchFailed(ctx context.Context, ex sqldb.Execer, f SearchFilter, keep func(FailedRow) bool) (Window, error) {
+	where, args := c.searchWhere(f, []string{"payload", "exception"})
+	var w Window
+	switch {
+	case f.ID > 0:
+		where += " AND id = ?"
+		args = append(args, f.ID)
+	case f.UUID != "":
+		where += " AND uuid = ?"
+		args = append(args, f.UUID)
+	default:
+		var err error
+		if w, err = c.window(ctx, ex, c.failed, f); err != nil || w.Rows == 0 {
+			return w, err
+		}
+		where, args = inWindow(where, args, w, f)
+	}
+	rows, err := ex.Query(ctx, c.rebind(c.failedSelect()+where+" ORDER BY id DESC"), args...)
+	if err != nil {
+		return w, err
+	}
+	defer rows.Close()
+	taken := 0
+	for taken < f.Limit && rows.Next() {
+		r, err := scanFailedRow(rows)
+		if err != nil {
+			return w, err
+		}
+		if keep(r) {
+			taken++
+		}
+	}
+	return w, rows.Err()
+}
+
+var (
+	_ Searcher = (*postgres)(nil)
+	_ Searcher = (*mysql)(nil)
+	_ Searcher = (*sqlite)(nil)
+)
