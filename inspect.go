@@ -40,6 +40,26 @@ func (q *Queue) Size(ctx context.Context, queue string) (Sizes, error) {
 	return out, nil
 }
 
+// SizesByQueue is Size of every queue that holds jobs, by name: one
+// grouped read of the jobs table however many queues there are, for
+// dashboards that show them all (Size per queue is a query per queue). It
+// reads every row of the table, so call it for a view, not per job.
+func (q *Queue) SizesByQueue(ctx context.Context) (map[string]Sizes, error) {
+	rows, err := q.sql.SizesByQueue(ctx, q.db)
+	if err != nil {
+		return nil, sqldb.Wrap("sizes by queue", err)
+	}
+	out := make(map[string]Sizes, len(rows))
+	for _, s := range rows {
+		z := Sizes{Pending: s.Pending, Delayed: s.Delayed, Reserved: s.Reserved}
+		if s.OldestPending != nil {
+			z.OldestPending = time.Duration(s.Now-*s.OldestPending) * time.Second
+		}
+		out[s.Queue] = z
+	}
+	return out, nil
+}
+
 // Queues lists the names of the queues that hold jobs, sorted: for
 // dashboards and the dbqueue command, which show every queue without being
 // told their names. A queue with no jobs left is not listed.

@@ -1,6 +1,7 @@
 package dbqueue_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -220,6 +221,76 @@ func TestMetricsMissingTable(t *testing.T) {
 		}
 		if _, err := q.Workers(ctx); err == nil || !strings.Contains(err.Error(), "migrate") {
 			t.Errorf("Workers without its table: %v; want an error saying to migrate", err)
+		}
+	})
+}
+
+// digits is a derived table of the ten digits.
+const digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+	" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+
+// The metrics reads walk the primary key's range of minutes, not the
+// table: a week of minutes of many queues must not be read to sum the
+// last five.
+func TestMetricsReadUsesBucketRange(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		// A week of minutes for 3 queues and kinds: 30,240 rows.
+		fill := map[dbqueue.Dialect]string{
+			dbqueue.Postgres: "INSERT INTO jobs_metrics (bucket, queue, kind, processed) SELECT m * 60, 'q' || (m % 3), 'k' || (m % 3), 1 FROM generate_series(1, 30240) AS m",
+			// Digits cross-joined: MySQL 8 stops recursion at 1,000 rows.
+			dbqueue.MySQL: "INSERT INTO jobs_metrics (bucket, queue, kind, processed) SELECT m * 60, CONCAT('q', m % 3), CONCAT('k', m % 3), 1 FROM" +
+				" (SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 1 AS m FROM " + digits + " a, " + digits + " b, " + digits + " c, " + digits + " e, " + digits + " f) n WHERE m <= 30240",
+			dbqueue.SQLite: "INSERT INTO jobs_metrics (bucket, queue, kind, processed) WITH RECURSIVE s(m) AS (SELECT 1 UNION ALL SELECT m + 1 FROM s WHERE m < 30240)" +
+				" SELECT m * 60, 'q' || (m % 3), 'k' || (m % 3), 1 FROM s",
+		}[db.Dialect]
+		db.Exec(t, fill)
+		db.Exec(t, map[dbqueue.Dialect]string{dbqueue.Postgres: "ANALYZE jobs_metrics", dbqueue.MySQL: "ANALYZE TABLE jobs_metrics", dbqueue.SQLite: "ANALYZE"}[db.Dialect])
+		d, err := dialect.For(string(db.Dialect), dialect.DefaultTables, dialect.MySQLServer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, byGroup := range []bool{false, true} {
+			r := dialect.MetricsRange{From: 30000 * 60, To: 30005 * 60, Step: 60, Queue: "q1"}
+			query, args := dialect.MetricsSumText(d, r, byGroup)
+			explain := map[dbqueue.Dialect]string{dbqueue.Postgres: "EXPLAIN ", dbqueue.MySQL: "EXPLAIN ", dbqueue.SQLite: "EXPLAIN QUERY PLAN "}[db.Dialect]
+			rows, err := db.SQL.Query(explain+query, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols, _ := rows.Columns()
+			var plan []string
+			for rows.Next() {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					t.Fatal(err)
+				}
+				var line []string
+				for i, v := range vals {
+					if b, ok := v.([]byte); ok {
+						v = string(b)
+					}
+					line = append(line, cols[i]+"="+strings.TrimSpace(fmt.Sprint(v)))
+				}
+				plan = append(plan, strings.Join(line, " "))
+			}
+			rows.Close()
+			text := strings.Join(plan, "\n")
+			var ok bool
+			switch db.Dialect {
+			case dbqueue.Postgres:
+				ok = strings.Contains(text, "jobs_metrics_pkey") && !strings.Contains(text, "Seq Scan")
+			case dbqueue.MySQL:
+				ok = strings.Contains(text, "type=range") && strings.Contains(text, "key=PRIMARY")
+			case dbqueue.SQLite:
+				ok = strings.Contains(text, "SEARCH jobs_metrics USING INDEX") && strings.Contains(text, "(bucket>? AND bucket<?)")
+			}
+			if !ok {
+				t.Errorf("grouped by queue and kind %v: the plan does not read a range of the primary key:\n%s", byGroup, text)
+			}
 		}
 	})
 }

@@ -30,7 +30,8 @@ type Database string
 const (
 	Postgres Database = "postgres"
 	MariaDB  Database = "mariadb"
-	SQLite   Database = "sqlite" // no ceiling loop: ratios show "–"
+	SQLite   Database = "sqlite"
+	Redis    Database = "redis" // asynq's: no ceiling loop, ratios show "–"
 )
 
 // System is one queue implementation under test. A dbqueue runner plugs in as

@@ -12,7 +12,7 @@ import (
 
 // CPU is processor time spent during a measured period: by this process
 // (the queue's Go side, producer included in end-to-end) and by the local
-// database servers (every postgres and mariadbd process on the machine).
+// database servers (every postgres, mariadbd and redis-server process on the machine).
 // On a 2-core box the two compete for the same cores, so a queue's rate
 // is bounded by their sum per job; the split says which side to make
 // cheaper.
@@ -75,7 +75,7 @@ func serverTicks() map[string]int64 {
 			continue
 		}
 		name := s[open+1 : shut]
-		if !strings.HasPrefix(name, "postgres") && !strings.HasPrefix(name, "mariadbd") && !strings.HasPrefix(name, "mysqld") {
+		if !strings.HasPrefix(name, "postgres") && !strings.HasPrefix(name, "mariadbd") && !strings.HasPrefix(name, "mysqld") && !strings.HasPrefix(name, "redis-server") {
 			continue
 		}
 		f := strings.Fields(s[shut+1:])
@@ -88,3 +88,13 @@ func serverTicks() map[string]int64 {
 	}
 	return ticks
 }
+
+// CPUMark is the CPU clocks at one moment, for measurements the harness's
+// BurnDown and EndToEnd do not cover (dbqbench's width and payload runs).
+type CPUMark struct{ s cpuSnapshot }
+
+// MarkCPU reads both clocks now.
+func MarkCPU() CPUMark { return CPUMark{takeCPU()} }
+
+// Since is the CPU spent from m until now.
+func (m CPUMark) Since() CPU { return takeCPU().since(m.s) }

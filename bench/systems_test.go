@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue/bench"
+	"github.com/dbqueue/dbqueue/bench/asynqq"
 	"github.com/dbqueue/dbqueue/bench/ceiling"
 	"github.com/dbqueue/dbqueue/bench/dbqueueq"
 	"github.com/dbqueue/dbqueue/bench/riverq"
@@ -21,7 +22,8 @@ func env(name, def string) string {
 }
 
 // TestSystems runs every system through both modes on a small N. It skips a
-// system whose database is not reachable (BENCH_PG_DSN, BENCH_MYSQL_DSN).
+// system whose database is not reachable (BENCH_PG_DSN, BENCH_MYSQL_DSN),
+// or asynq when redis-server is not installed.
 // dbqueue-sqlite uses a file in the test's temporary directory.
 func TestSystems(t *testing.T) {
 	pg := env("BENCH_PG_DSN", "postgres://postgres@127.0.0.1:5432/test")
@@ -39,6 +41,9 @@ func TestSystems(t *testing.T) {
 		},
 		bench.RiverName: func(ctx context.Context) (bench.System, error) {
 			return riverq.New(ctx, pg, riverq.Options{})
+		},
+		asynqq.Name: func(ctx context.Context) (bench.System, error) {
+			return asynqq.New(ctx, asynqq.Options{}) // its own redis-server, if installed
 		},
 		ceiling.CeilingPG: func(ctx context.Context) (bench.System, error) {
 			return ceiling.NewPG(ctx, pg, ceiling.Options{})

@@ -123,16 +123,7 @@ func TestBrowser(t *testing.T) {
 
 func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) {
 	q := db.Queue(t)
-	d, err := dashboard.New(q, dashboard.Options{Interval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Mounted under a prefix, as an application would.
-	mux := http.NewServeMux()
-	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", d))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	base := srv.URL + "/admin/queue/"
+	srv, base := mounted(t, q, dashboard.Options{Interval: 200 * time.Millisecond})
 
 	tab, closeTab := chromedp.NewContext(browser)
 	defer closeTab()
@@ -153,7 +144,9 @@ func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) 
 	ranAgain := make(chan struct{})
 	w, err := worker.New(q, worker.Options{
 		Queues: []string{"mail"}, Concurrency: 2, Sleep: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Name: "browser-test",
+		// Record soon, so the pages read what it did.
+		MetricsInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,10 +182,36 @@ func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) 
 	}()
 	waitFor(t, tab, "the worker to empty the mail queue",
 		text("#total-pending")+` === "0" && `+text("#total-reserved")+` === "0" && `+cell("mail", "pending")+` === "0"`)
-	waitFor(t, tab, "a throughput line", `document.querySelectorAll("#chart-throughput polyline").length > 0`)
+	waitFor(t, tab, "a depth line", `document.querySelectorAll("#chart-depth polyline").length > 0`)
 	if max := maxProcessed(t, srv.URL+"/admin/queue/api/stats"); max <= 0 {
 		t.Errorf("the history shows no processed jobs after 6 were worked")
 	}
+
+	// What the worker recorded: its heartbeat on the workers page, its
+	// six jobs in the metrics and in the queues page's chart.
+	clickAndLoad(t, tab, "open the workers page", `header nav a[href="workers"]`)
+	waitFor(t, tab, "the worker's row", `document.querySelectorAll("#workers tbody tr").length === 1 && `+
+		text("#workers tbody tr")+`.includes("browser-test") && `+text("#workers tbody tr")+`.includes("mail")`)
+	// The worker writes every 100ms: wait for its six jobs in the table,
+	// then read the page once.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		m, err := q.Metrics(ctx, dbqueue.MetricsQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Total.Processed >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker recorded %d processed jobs, want 6", m.Total.Processed)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the table, not synchronising
+	}
+	clickAndLoad(t, tab, "open the metrics page", `header nav a[href="metrics"]`)
+	waitFor(t, tab, "6 processed", text("#m-processed")+` === "6"`)
+	waitFor(t, tab, "send-mail's row", `document.querySelector('#metrics-groups tr[data-kind="send-mail"] td.processed').textContent === "6"`)
+	do(t, tab, "back to the queues", chromedp.Navigate(base))
+	waitFor(t, tab, "the recorded throughput", `Array.from(document.querySelectorAll("#q-throughput tbody tr td:first-of-type")).some(function (td) { return parseFloat(td.textContent) > 0; })`)
 
 	// A job that fails shows up as failed.
 	push(t, q, dbqueue.NewJob{Name: "flaky", Queue: "mail", Data: map[string]string{"to": "ann@example.com"}})
@@ -229,6 +248,22 @@ func browse(t *testing.T, browser context.Context, db *dbtest.DB, shots string) 
 	if n := flakyRuns.Load(); n != 2 {
 		t.Errorf("flaky ran %d times, want 2 (once failing, once after the retry)", n)
 	}
+}
+
+// mounted serves a dashboard under a prefix, as an application would, and
+// returns the server and the dashboard's URL; the server closes when the
+// test ends.
+func mounted(t *testing.T, q *dbqueue.Queue, opts dashboard.Options) (*httptest.Server, string) {
+	t.Helper()
+	d, err := dashboard.New(q, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/admin/queue/", http.StripPrefix("/admin/queue", d))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, srv.URL + "/admin/queue/"
 }
 
 // text is a JavaScript expression for an element's text.

@@ -156,6 +156,8 @@ type Dashboard struct {
 	pages   map[string]*template.Template
 	// searches bounds the searches that run at once (see searchPage).
 	searches chan struct{}
+	// throughput is the queues page's recorded chart, reused a while.
+	throughput throughputCache
 }
 
 // New returns a dashboard for q. It fails on a nil queue and on options
@@ -261,6 +263,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.failedJobPage(w, r)
 	case path == "/search":
 		d.searchPage(w, r)
+	case path == "/metrics":
+		d.metricsPage(w, r)
+	case path == "/workers":
+		d.workersPage(w, r)
 	case path == "/api/stats":
 		d.statsJSON(w, r)
 	case strings.HasPrefix(path, "/static/"):

@@ -64,7 +64,8 @@ func TestDNSRebinding(t *testing.T) {
 			"[::2]:8080", "192.0.2.77", "localhost:80x", "[::1]x", "::1",
 		}
 		pages := []string{"", "jobs", fmt.Sprintf("job?id=%d", id), "failed", "failed-job?uuid=" + uuid,
-			"api/stats", "static/app.js", "nowhere", "action"}
+			"api/stats", "static/app.js", "nowhere", "action", "metrics", "metrics?range=week", "workers", "?after=mail",
+			"search", "search?in=jobs&text=hunter2", "search?in=failed&text=4111"}
 		for _, host := range rebound {
 			for _, page := range pages {
 				code, body := s.as(host, http.MethodGet, page, nil)

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,8 @@ var pages = func() map[string]*template.Template {
 		"when":      when,
 		"firstLine": firstLine,
 		"pretty":    pretty,
+		"ago":       ago,
+		"add":       func(a, b int) int { return a + b },
 		// The bounds the job and search pages state.
 		"historyKeep": func() int { return dbqueue.ErrorHistoryKeep },
 		"searchScan":  func() int { return dbqueue.DefaultSearchScan },
@@ -37,7 +40,7 @@ var pages = func() map[string]*template.Template {
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/history.html"))
 	out := map[string]*template.Template{}
-	for _, name := range []string{"queues", "jobs", "job", "failed", "failed-job", "search", "error"} {
+	for _, name := range []string{"queues", "jobs", "job", "failed", "failed-job", "search", "metrics", "workers", "error"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(files, "templates/"+name+".html"))
 	}
 	return out
@@ -111,12 +114,20 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err
 
 // queuesData is the queues page's, and api/stats's.
 type queuesData struct {
-	Time     int64        `json:"time"`
-	CSRF     string       `json:"csrf"`
-	ReadOnly bool         `json:"read_only"`
-	Queues   []QueueStats `json:"queues"`
-	Totals   Point        `json:"totals"`
-	History  []Point      `json:"history"`
+	Time     int64  `json:"time"`
+	CSRF     string `json:"csrf"`
+	ReadOnly bool   `json:"read_only"`
+	// Queues are one page of the queues, by name: those after After.
+	Queues []QueueStats `json:"queues"`
+	// Count is how many queues there are; Next the name to page on from
+	// ("" on the last page).
+	Count   int     `json:"count"`
+	After   string  `json:"after,omitempty"`
+	Next    string  `json:"next,omitempty"`
+	Totals  Point   `json:"totals"`
+	History []Point `json:"history"`
+	// Throughput is the recorded chart the page shows (not in the JSON).
+	Throughput chart `json:"-"`
 }
 
 func (d *Dashboard) queuesData(r *http.Request) (queuesData, error) {
@@ -124,10 +135,32 @@ func (d *Dashboard) queuesData(r *http.Request) (queuesData, error) {
 	if err != nil {
 		return queuesData{}, err
 	}
+	after := r.URL.Query().Get("after")
+	page, next := queuesPage(cur.queues, after)
 	return queuesData{
 		Time: cur.at.UnixMilli(), CSRF: d.token(time.Now()), ReadOnly: d.opts.ReadOnly,
-		Queues: cur.queues, Totals: cur.point, History: hist,
+		Queues: page, Count: len(cur.queues), After: after, Next: next, Totals: cur.point, History: hist,
 	}, nil
+}
+
+// queuesPageSize is how many queues a page of the queues page lists.
+const queuesPageSize = 100
+
+// queuesPage is the page of queues (sorted by name) after the name after,
+// and the name the next page follows ("" when this is the last).
+func queuesPage(all []QueueStats, after string) ([]QueueStats, string) {
+	i := 0
+	if after != "" {
+		i, _ = slices.BinarySearchFunc(all, after, func(s QueueStats, name string) int { return strings.Compare(s.Name, name) })
+		if i < len(all) && all[i].Name == after {
+			i++
+		}
+	}
+	page := all[i:min(i+queuesPageSize, len(all))]
+	if i+queuesPageSize < len(all) {
+		return page, page[len(page)-1].Name
+	}
+	return page, ""
 }
 
 func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request) {
@@ -136,6 +169,7 @@ func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	data.Throughput = d.recentThroughput(r.Context())
 	d.render(w, r, http.StatusOK, "queues", d.view(w, r, "Queues", "queues", data))
 }
 
@@ -152,11 +186,16 @@ func (d *Dashboard) statsJSON(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(data)
 }
 
+// maxQueueOptions bounds the queue filter's drop-down: with more queues
+// the filter is a text field.
+const maxQueueOptions = 200
+
 // queueNames lists the queues for the filters of the jobs and failed
-// pages, from the last sample.
+// pages, from the last sample when there is one (a list page does not
+// wait for the counts); nil when there are more than maxQueueOptions.
 func (d *Dashboard) queueNames(r *http.Request) []string {
-	cur, _, err := d.stats.latest(r.Context())
-	if err != nil {
+	cur, err := d.stats.last(r.Context())
+	if err != nil || len(cur.queues) > maxQueueOptions {
 		return nil
 	}
 	names := make([]string, len(cur.queues))
@@ -316,6 +355,14 @@ func age(seconds float64) string {
 		return fmt.Sprintf("%dh %dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd %dh", s/86400, s%86400/3600)
+}
+
+// ago is how long ago, in words: "just now", "42s ago".
+func ago(d time.Duration) string {
+	if d < time.Second {
+		return "just now"
+	}
+	return age(d.Seconds()) + " ago"
 }
 
 // when formats a time in UTC, or a dash for the zero time.

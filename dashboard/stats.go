@@ -76,6 +76,9 @@ type sampler struct {
 	ring  []sample // oldest first, at most size
 	size  int
 	stale bool // an action changed the tables: sample again
+	// cost is how long the last sample took: on tables so large that a
+	// sample is slow, samples are spaced out (see spacing).
+	cost time.Duration
 	// seen holds the queues listed besides the named ones, with when each
 	// last held jobs or failed jobs or was paused. A drained queue stays
 	// listed as long as the history lasts, then goes, so queues with
@@ -105,9 +108,8 @@ func (s *sampler) invalidate() {
 	<-s.lock
 }
 
-// latest returns a sample no older than the interval (with a tenth of
-// slack for timers that fire early), taking one if needed, and the
-// history. Concurrent callers wait for one sample rather than each
+// latest returns a sample no older than spacing, taking one if needed,
+// and the history. Concurrent callers wait for one sample rather than each
 // querying the database.
 func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 	select {
@@ -116,10 +118,12 @@ func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 	case <-ctx.Done():
 		return sample{}, nil, fmt.Errorf("dbqueue: dashboard: wait for the sample another request takes: %w", ctx.Err())
 	}
-	if n := len(s.ring); n > 0 && !s.stale && time.Since(s.ring[n-1].at) < s.interval*9/10 {
+	if n := len(s.ring); n > 0 && !s.stale && time.Since(s.ring[n-1].at) < s.spacing() {
 		return s.ring[n-1], s.history(), nil
 	}
+	began := time.Now()
 	cur, err := s.take(ctx)
+	s.cost = time.Since(began)
 	if err != nil {
 		return sample{}, nil, err
 	}
@@ -128,13 +132,39 @@ func (s *sampler) latest(ctx context.Context) (sample, []Point, error) {
 		prev := s.ring[n-1]
 		cur.jobHW = max(cur.jobHW, prev.jobHW)
 		cur.failedHW = max(cur.failedHW, prev.failedHW)
-		rates(&cur, prev, s.interval)
+		rates(&cur, prev, s.spacing())
 	}
 	if len(s.ring) == s.size {
 		s.ring = slices.Delete(s.ring, 0, 1)
 	}
 	s.ring = append(s.ring, cur)
 	return cur, s.history(), nil
+}
+
+// last is the newest sample whatever its age, taking one only when there
+// is none: for pages that list queue names and need no fresh counts.
+func (s *sampler) last(ctx context.Context) (sample, error) {
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return sample{}, ctx.Err()
+	}
+	if n := len(s.ring); n > 0 {
+		defer func() { <-s.lock }()
+		return s.ring[n-1], nil
+	}
+	<-s.lock
+	cur, _, err := s.latest(ctx)
+	return cur, err
+}
+
+// spacing is the least age of a sample before the next is taken: the
+// interval (with a tenth of slack for timers that fire early), or ten
+// times what the last sample took when that is longer, so that the
+// dashboard keeps the database busy at most a tenth of the time however
+// large the tables grow and however many pages are open.
+func (s *sampler) spacing() time.Duration {
+	return max(s.interval*9/10, 10*s.cost)
 }
 
 func (s *sampler) history() []Point {
@@ -164,12 +194,14 @@ func rates(cur *sample, prev sample, interval time.Duration) {
 	cur.point.Gap = dt > 3*interval
 }
 
-// take reads the tables: the queues' sizes and pause state, the failed
-// jobs per queue, and the highest ids.
+// take reads the tables: every queue's sizes in one grouped query, the
+// failed jobs per queue in another, the pause state of the listed queues
+// in a query per thousand, and the highest ids. Its cost does not grow
+// with a query per queue.
 func (s *sampler) take(ctx context.Context) (sample, error) {
 	now := time.Now()
 	cur := sample{at: now, point: Point{Time: now.UnixMilli()}}
-	names, err := s.q.Queues(ctx)
+	sizes, err := s.q.SizesByQueue(ctx)
 	if err != nil {
 		return cur, err
 	}
@@ -184,25 +216,23 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 	for n := range s.seen {
 		list[n] = true
 	}
-	for _, n := range names {
+	for n := range sizes {
 		list[n] = true
 	}
 	for n := range failedBy {
 		list[n] = true
 	}
+	names := slices.Sorted(maps.Keys(list))
+	paused, err := s.paused(ctx, names)
+	if err != nil {
+		return cur, err
+	}
 	keep := now.Add(-s.interval * time.Duration(s.size))
-	for _, name := range slices.Sorted(maps.Keys(list)) {
-		size, err := s.q.Size(ctx, name)
-		if err != nil {
-			return cur, err
-		}
-		paused, err := s.q.Paused(ctx, name)
-		if err != nil {
-			return cur, err
-		}
+	for _, name := range names {
+		size := sizes[name]
 		st := QueueStats{
 			Name: name, Pending: size.Pending, Delayed: size.Delayed, Reserved: size.Reserved,
-			Failed: failedBy[name], OldestPending: size.OldestPending.Seconds(), Paused: paused,
+			Failed: failedBy[name], OldestPending: size.OldestPending.Seconds(), Paused: paused[name],
 		}
 		switch {
 		case s.named[name]:
@@ -227,6 +257,28 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 		return cur, err
 	}
 	return cur, nil
+}
+
+// signaler reads pause signals: package dbqueue's worker side.
+type signaler interface {
+	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
+}
+
+// paused reads which of names are paused, a thousand names a query.
+func (s *sampler) paused(ctx context.Context, names []string) (map[string]bool, error) {
+	sig, ok := core.Of(s.q).Ext.(signaler)
+	if !ok {
+		return nil, fmt.Errorf("dbqueue: dashboard: the queue cannot read pause signals")
+	}
+	out := map[string]bool{}
+	for chunk := range slices.Chunk(names, 1000) {
+		_, p, err := sig.Signals(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("dbqueue: dashboard: read pause signals: %w", err)
+		}
+		maps.Copy(out, p)
+	}
+	return out, nil
 }
 
 // failedPerQueue counts failed_jobs by queue. It reads the whole table:

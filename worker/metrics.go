@@ -16,10 +16,10 @@ import (
 // the reporter writes it (Options.MetricsInterval). Recording a job is
 // two map reads of an immutable map and three atomic adds: no lock and
 // no allocation, whatever the goroutine, once a (queue, kind) has been
-// seen.
+// seen. The counts are spread over shards by job id, so runners finishing
+// jobs of one kind at once mostly add to different cache lines.
 type recorder struct {
-	series atomic.Pointer[map[seriesKey]*series]
-	mu     sync.Mutex // held to add a series
+	shards [recorderShards]shard
 
 	// history, when on (Options.HistoryRetention), holds finished jobs
 	// until the reporter writes them.
@@ -27,6 +27,15 @@ type recorder struct {
 	historyMu sync.Mutex
 	finished  []finishedJob
 	dropped   int64 // finished jobs not kept: the buffer was full
+}
+
+// recorderShards is a power of two.
+const recorderShards = 8
+
+// shard is one share of the counts.
+type shard struct {
+	series atomic.Pointer[map[seriesKey]*series]
+	mu     sync.Mutex // held to add a series
 }
 
 type seriesKey struct{ queue, kind string }
@@ -44,11 +53,11 @@ type finishedJob struct {
 	at  time.Time
 }
 
-// maxSeries bounds the (queue, kind) pairs one Run keeps: job names come
-// from payloads any producer writes, so past this many a new name counts
-// under otherKind (and past twice as many, a new queue under otherKind
-// too).
-const maxSeries = 5000
+// maxSeries bounds the (queue, kind) pairs one shard keeps: job names
+// come from payloads any producer writes, so past this many a new name
+// counts under otherKind (and past twice as many, a new queue under
+// otherKind too).
+const maxSeries = 1000
 
 // otherKind is the kind, and queue, that names past maxSeries count
 // under.
@@ -63,21 +72,26 @@ const maxName = 255
 
 func newRecorder(history bool) *recorder {
 	rc := &recorder{history: history}
-	rc.series.Store(&map[seriesKey]*series{})
+	for i := range rc.shards {
+		rc.shards[i].series.Store(&map[seriesKey]*series{})
+	}
 	return rc
 }
 
-func (rc *recorder) get(queue, kind string) *series {
-	if s, ok := (*rc.series.Load())[seriesKey{queue, kind}]; ok {
+// get is the series of job's queue and kind in job's shard.
+func (rc *recorder) get(job *dbqueue.Job) *series {
+	sh := &rc.shards[uint64(job.ID)%recorderShards]
+	k := seriesKey{job.Queue, job.Name()}
+	if s, ok := (*sh.series.Load())[k]; ok {
 		return s
 	}
-	return rc.add(seriesKey{queue, kind})
+	return sh.add(k)
 }
 
-func (rc *recorder) add(k seriesKey) *series {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	old := *rc.series.Load()
+func (sh *shard) add(k seriesKey) *series {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old := *sh.series.Load()
 	if s, ok := old[k]; ok {
 		return s
 	}
@@ -96,14 +110,14 @@ func (rc *recorder) add(k seriesKey) *series {
 	}
 	s := &series{}
 	m[k] = s
-	rc.series.Store(&m)
+	sh.series.Store(&m)
 	return s
 }
 
 // started counts a run's queue wait: from the job's available_at to now,
 // both by the database clock.
 func (rc *recorder) started(job *dbqueue.Job, dbNow time.Time) {
-	s := rc.get(job.Queue, job.Name())
+	s := rc.get(job)
 	s.wait[hist.Index(dbNow.Sub(job.AvailableAt))].Add(1)
 }
 
@@ -117,7 +131,7 @@ const (
 // finish counts a job that ended its run here; ran says whether a handler
 // ran (its runtime took is counted then).
 func (rc *recorder) finish(job *dbqueue.Job, outcome int, took time.Duration, ran bool) {
-	s := rc.get(job.Queue, job.Name())
+	s := rc.get(job)
 	switch outcome {
 	case countProcessed:
 		s.processed.Add(1)
@@ -155,7 +169,13 @@ func (rc *recorder) keep(job *dbqueue.Job, outcome int, took time.Duration) {
 // drain moves the counts recorded since the last drain into into, keyed
 // by the names as the table stores them.
 func (rc *recorder) drain(into map[seriesKey]*dialect.MetricRow) {
-	for k, s := range *rc.series.Load() {
+	for i := range rc.shards {
+		rc.shards[i].drain(into)
+	}
+}
+
+func (sh *shard) drain(into map[seriesKey]*dialect.MetricRow) {
+	for k, s := range *sh.series.Load() {
 		var row dialect.MetricRow
 		any := false
 		take := func(dst *int64, src *atomic.Int64) {

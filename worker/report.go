@@ -140,21 +140,19 @@ func (rp *reporter) round(ctx context.Context, last bool) {
 			}
 		}
 	}
-	rp.report(errs)
-	if afterReport != nil {
-		afterReport(last)
-	}
+	rp.report(errs, last)
 }
 
-// Test hooks: beforeReport is called as each round starts, afterReport
-// after it, reportStopped once the loop has been told to stop.
+// Test hooks: beforeReport is called as each round starts,
+// reportStopped once the loop has been told to stop.
 var (
-	beforeReport, afterReport func(last bool)
-	reportStopped             func()
+	beforeReport  func(last bool)
+	reportStopped func()
 )
 
-// report logs the first failure of a run of failures, and the recovery.
-func (rp *reporter) report(errs []error) {
+// report logs the first failure of a run of failures, the recovery, and
+// a failure of the last round, whose counts are lost.
+func (rp *reporter) report(errs []error, last bool) {
 	var first error
 	for _, err := range errs {
 		if err != nil {
@@ -164,6 +162,8 @@ func (rp *reporter) report(errs []error) {
 	}
 	log := rp.r.w.log
 	switch {
+	case first != nil && last:
+		log.Warn("cannot write the last metrics and remove the heartbeat row as the worker stops: this worker's last counts are lost, and its row goes when it expires", "error", first)
 	case first != nil && !rp.failing:
 		rp.failing = true
 		if sqldb.MissingTable(first) {

@@ -111,6 +111,14 @@ type Options struct {
 	// Handler is what each job's handler does: HandlerNoop (""),
 	// HandlerInsertTx or HandlerInsert (see insert.go).
 	Handler string
+	// Schema is the PostgreSQL schema or MariaDB database the tables go
+	// to; "" is Schema. A long-running measurement (dbqbench's soak) takes
+	// its own, so a compare run beside it does not truncate its jobs.
+	Schema string
+	// Queues and QueueWeights are worker.Options' own: the queues the
+	// workers read, and their shares (dbqbench's width-queues).
+	Queues       []string
+	QueueWeights map[string]int
 }
 
 // NoMetricsSuffix and HistorySuffix end the names of systems run with
@@ -165,6 +173,9 @@ func (o Options) withDefaults() Options {
 	if o.Sleep <= 0 {
 		o.Sleep = DefaultSleep
 	}
+	if o.Schema == "" {
+		o.Schema = Schema
+	}
 	return o
 }
 
@@ -193,13 +204,14 @@ var _ bench.System = (*System)(nil)
 // NewPG prepares dbqueue on PostgreSQL at dsn (a postgres:// URL or a
 // keyword/value string); its tables go to the schema dbqueue_bench.
 func NewPG(ctx context.Context, dsn string, o Options) (*System, error) {
-	benchDSN, err := withPGParams(dsn, map[string]string{"search_path": Schema, "application_name": "dbqueue bench"})
+	o = o.withDefaults()
+	benchDSN, err := withPGParams(dsn, map[string]string{"search_path": o.Schema, "application_name": "dbqueue bench"})
 	if err != nil {
 		return nil, err
 	}
-	s := &System{name: NamePG, db: bench.Postgres, dialect: dbqueue.Postgres, dsn: benchDSN, o: o.withDefaults()}
+	s := &System{name: NamePG, db: bench.Postgres, dialect: dbqueue.Postgres, dsn: benchDSN, o: o}
 	s.prepare = func(ctx context.Context) error {
-		return execOnce(ctx, "pgx", dsn, "CREATE SCHEMA IF NOT EXISTS "+Schema)
+		return execOnce(ctx, "pgx", dsn, "CREATE SCHEMA IF NOT EXISTS "+o.Schema)
 	}
 	return s, s.open(ctx)
 }
@@ -215,10 +227,11 @@ func NewMariaDB(ctx context.Context, dsn string, o Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.DBName = Schema
-	s := &System{name: NameMariaDB, db: bench.MariaDB, dialect: dbqueue.MySQL, dsn: cfg.FormatDSN(), o: o.withDefaults()}
+	o = o.withDefaults()
+	cfg.DBName = o.Schema
+	s := &System{name: NameMariaDB, db: bench.MariaDB, dialect: dbqueue.MySQL, dsn: cfg.FormatDSN(), o: o}
 	s.prepare = func(ctx context.Context) error {
-		return execOnce(ctx, "mysql", parsed.Conn, "CREATE DATABASE IF NOT EXISTS "+Schema)
+		return execOnce(ctx, "mysql", parsed.Conn, "CREATE DATABASE IF NOT EXISTS "+o.Schema)
 	}
 	return s, s.open(ctx)
 }
@@ -290,7 +303,7 @@ func (s *System) open(ctx context.Context) error {
 		}
 	}
 	if err := s.prepare(ctx); err != nil {
-		return fmt.Errorf("%s: create %s: %w", s.name, Schema, err)
+		return fmt.Errorf("%s: create %s: %w", s.name, s.o.Schema, err)
 	}
 	parsed, err := dbqueue.ParseDSN(s.dsn)
 	if err != nil {
@@ -323,6 +336,14 @@ func (s *System) Options() Options { return s.o }
 
 // Queue is the producer's queue (Push, PushMany); valid after Setup.
 func (s *System) Queue() *dbqueue.Queue { return s.push }
+
+// Admin is the system's own database/sql pool on the bench schema (two
+// connections): for statistics a measurement reads beside the queue.
+func (s *System) Admin() *sql.DB { return s.admin }
+
+// DSN is the dbqueue DSN of the bench schema, database or file, for a
+// process of its own (dbqbench's procs children) to open.
+func (s *System) DSN() string { return s.dsn }
 
 // SetHandler replaces the no-op handler for the runs started from now on
 // (nil: the no-op again).
@@ -470,15 +491,20 @@ func (s *System) StartRun(ctx context.Context, n int) (*Run, error) {
 		h = func(context.Context, *dbqueue.Job) error { return nil }
 	}
 	logger := slog.New(r.errs)
+	queues := s.workQueues // SetQueues, else Options.Queues
+	if queues == nil {
+		queues = s.o.Queues
+	}
 	for i, q := range s.queues {
 		o := worker.Options{
-			Concurrency: s.o.Concurrency,
-			Prefetch:    s.o.Prefetch,
-			Claims:      s.o.Claims,
-			Sleep:       s.o.Sleep,
-			Name:        fmt.Sprintf("bench-%d", i),
-			Queues:      s.workQueues,
-			Logger:      logger,
+			Concurrency:  s.o.Concurrency,
+			Prefetch:     s.o.Prefetch,
+			Claims:       s.o.Claims,
+			Sleep:        s.o.Sleep,
+			Name:         fmt.Sprintf("bench-%d", i),
+			Queues:       queues,
+			QueueWeights: s.o.QueueWeights,
+			Logger:       logger,
 			Events: worker.Events{
 				JobProcessed: func(context.Context, *dbqueue.Job, time.Duration) {
 					if r.processed.Add(1) == r.n {
@@ -532,6 +558,9 @@ type Run struct {
 	errs      *errorLog
 }
 
+// Done is closed when the n-th job has run.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
 // Processed is how many jobs have run so far.
 func (r *Run) Processed() int64 { return r.processed.Load() }
 
@@ -552,6 +581,15 @@ func (r *Run) Wait(ctx context.Context) (time.Time, error) {
 		waitErr = fmt.Errorf("processed %d jobs, want exactly %d", got, r.n)
 	}
 	return last, errors.Join(waitErr, r.errs.err())
+}
+
+// Stop stops the workers without waiting for a count: for runs started
+// with more jobs than will ever come (a soak). It returns the warnings and
+// errors the workers logged.
+func (r *Run) Stop() error {
+	r.cancel()
+	r.wg.Wait()
+	return r.errs.err()
 }
 
 // Close closes the queues and the admin connection.

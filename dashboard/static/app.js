@@ -17,6 +17,7 @@ document.addEventListener("submit", function (e) {
   var interval = parseInt(document.body.dataset.interval, 10) || 5000;
   var readOnly = document.body.hasAttribute("data-read-only");
   var SVG = "http://www.w3.org/2000/svg";
+  var lastRows = "";
 
   function el(tag, attrs, text) {
     var n = document.createElement(tag);
@@ -159,20 +160,24 @@ document.addEventListener("submit", function (e) {
     document.getElementById("total-delayed").textContent = data.totals.delayed;
     document.getElementById("total-reserved").textContent = data.totals.reserved;
     document.getElementById("total-failed").textContent = data.totals.failed;
-    var rows = document.createDocumentFragment();
-    data.queues.forEach(function (q) { rows.appendChild(row(q, data.csrf)); });
-    tbody.replaceChildren(rows);
+    // Rows are rebuilt only when a count changed, so that a button
+    // under the pointer is not replaced between press and release.
+    var key = JSON.stringify(data.queues);
+    if (key !== lastRows) {
+      var rows = document.createDocumentFragment();
+      data.queues.forEach(function (q) { rows.appendChild(row(q, data.csrf)); });
+      tbody.replaceChildren(rows);
+      lastRows = key;
+    }
+    var count = data.count + " in all";
+    if (data.after || data.next) count += ", " + data.queues.length + " on this page";
+    document.getElementById("queue-count").textContent = count;
     document.querySelectorAll("input[name=csrf]").forEach(function (i) { i.value = data.csrf; });
     chart(document.getElementById("chart-depth"), document.getElementById("legend-depth"), data.history, [
       { key: "pending", label: "pending", color: "#2563eb" },
       { key: "delayed", label: "delayed", color: "#d97706" },
       { key: "reserved", label: "reserved", color: "#059669" },
       { key: "failed", label: "failed", color: "#dc2626" }
-    ]);
-    chart(document.getElementById("chart-throughput"), document.getElementById("legend-throughput"), data.history, [
-      { key: "pushed_per_min", label: "pushed", color: "#6b7280" },
-      { key: "processed_per_min", label: "processed", color: "#059669" },
-      { key: "failed_per_min", label: "failed", color: "#dc2626" }
     ]);
     var upd = document.getElementById("updated");
     upd.textContent = "updated " + fmtTime(data.time);
@@ -192,7 +197,7 @@ document.addEventListener("submit", function (e) {
       return;
     }
     busy = true;
-    fetch("api/stats", { cache: "no-store", credentials: "same-origin" })
+    fetch("api/stats" + location.search, { cache: "no-store", credentials: "same-origin" })
       .then(function (r) {
         if (!r.ok) throw new Error("HTTP " + r.status);
         return r.json();

@@ -384,6 +384,79 @@ FROM `+c.jobs+` WHERE queue = ?`), queue).Scan(&s.Pending, &s.Delayed, &s.Reserv
 	return s, err
 }
 
+// SizesByQueue reads waiting rows and reserved rows apart, each by a
+// grouped read that the index of its kind covers (PostgreSQL's and
+// SQLite's partial indexes, MySQL's (queue, reserved_at, available_at)):
+// the index entries are read, never the rows and their payloads.
+func (c *common) SizesByQueue(ctx context.Context, ex sqldb.Execer) ([]QueueSizes, error) {
+	var out []QueueSizes
+	err := c.eachRow(ctx, ex, `SELECT queue,
+  COALESCE(SUM(CASE WHEN available_at <= `+c.now+` THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN available_at > `+c.now+` THEN 1 ELSE 0 END), 0),
+  MIN(CASE WHEN available_at <= `+c.now+` THEN available_at END),
+  `+c.now+`
+FROM `+c.jobs+` WHERE reserved_at IS NULL GROUP BY queue ORDER BY queue`, func(scan func(...any) error) error {
+		var (
+			s      QueueSizes
+			oldest sql.NullInt64
+		)
+		if err := scan(&s.Queue, &s.Pending, &s.Delayed, &oldest, &s.Now); err != nil {
+			return err
+		}
+		if oldest.Valid {
+			v := oldest.Int64
+			s.OldestPending = &v
+		}
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	reserved := map[string]int64{}
+	err = c.eachRow(ctx, ex, "SELECT queue, COUNT(*) FROM "+c.jobs+" WHERE reserved_at IS NOT NULL GROUP BY queue",
+		func(scan func(...any) error) error {
+			var (
+				name string
+				n    int64
+			)
+			if err := scan(&name, &n); err != nil {
+				return err
+			}
+			reserved[name] = n
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Reserved = reserved[out[i].Queue]
+		delete(reserved, out[i].Queue)
+	}
+	if len(reserved) > 0 { // queues whose every row is reserved
+		for name, n := range reserved {
+			out = append(out, QueueSizes{Queue: name, Sizes: Sizes{Reserved: n}})
+		}
+		slices.SortFunc(out, func(a, b QueueSizes) int { return strings.Compare(a.Queue, b.Queue) })
+	}
+	return out, nil
+}
+
+// eachRow runs a query and calls fn with each row's Scan.
+func (c *common) eachRow(ctx context.Context, ex sqldb.Execer, query string, fn func(scan func(...any) error) error) error {
+	rows, err := ex.Query(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 func (c *common) Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error) {
 	if err := c.dropQueueHistory(ctx, ex, queue); err != nil {
 		return 0, err

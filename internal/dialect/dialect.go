@@ -61,6 +61,9 @@ type Dialect interface {
 	// Sizes counts a queue's pending, delayed and reserved rows, and reads
 	// the oldest pending available_at and the database's now.
 	Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error)
+	// SizesByQueue is Sizes of every queue that has rows, in one grouped
+	// read of the table, sorted by queue.
+	SizesByQueue(ctx context.Context, ex sqldb.Execer) ([]QueueSizes, error)
 	// Clear deletes every row of a queue.
 	Clear(ctx context.Context, ex sqldb.Execer, queue string) (int64, error)
 	// Queues lists the names of the queues that have rows, sorted.
@@ -169,6 +172,12 @@ type Sizes struct {
 	Pending, Delayed, Reserved int64
 	OldestPending              *int64 // available_at of the oldest pending row
 	Now                        int64
+}
+
+// QueueSizes is Sizes of a named queue.
+type QueueSizes struct {
+	Queue string
+	Sizes
 }
 
 // FailedRow is a row of failed_jobs.

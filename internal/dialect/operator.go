@@ -236,7 +236,9 @@ func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, l
 	return res.RowsAffected, err
 }
 
-func (c *common) sumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange, byGroup bool) ([]MetricSum, error) {
+// sumQuery is the statement of SumMetrics (byGroup false) or
+// SumMetricGroups (true), and its arguments.
+func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
 	var q strings.Builder
 	var args []any
 	q.WriteString("SELECT ")
@@ -264,7 +266,24 @@ func (c *common) sumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange
 	} else {
 		q.WriteString(" GROUP BY 1 ORDER BY 1")
 	}
-	rows, err := ex.Query(ctx, c.rebind(q.String()), args...)
+	return c.rebind(q.String()), args
+}
+
+// MetricsSumText is the SQL and arguments d reads metrics with, for tests
+// that EXPLAIN it.
+func MetricsSumText(d Dialect, r MetricsRange, byGroup bool) (string, []any) {
+	type summer interface {
+		sumQuery(MetricsRange, bool) (string, []any)
+	}
+	if s, ok := d.(summer); ok {
+		return s.sumQuery(r, byGroup)
+	}
+	return "", nil
+}
+
+func (c *common) sumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange, byGroup bool) ([]MetricSum, error) {
+	q, args := c.sumQuery(r, byGroup)
+	rows, err := ex.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue/bench"
+	"github.com/dbqueue/dbqueue/bench/asynqq"
 	"github.com/dbqueue/dbqueue/bench/ceiling"
 	"github.com/dbqueue/dbqueue/bench/dbqueueq"
 	"github.com/dbqueue/dbqueue/bench/riverq"
@@ -49,6 +51,7 @@ type config struct {
 	noMetrics    bool // also run each dbqueue system with worker metrics off
 	history      bool // also run each dbqueue system with the job history on
 	handler      string
+	redisFsync   string // asynq's Redis: appendfsync policy, "" = no append-only file
 }
 
 // handlerInsert is -handler insert: every job's handler inserts one row
@@ -80,6 +83,9 @@ var registry = []struct {
 	}},
 	{bench.RiverName, func(ctx context.Context, c *config) (bench.System, error) {
 		return riverq.New(ctx, c.pgDSN, riverq.Options{Fast: c.riverFast, MaxConns: int32(c.riverConns)})
+	}},
+	{asynqq.Name, func(ctx context.Context, c *config) (bench.System, error) {
+		return asynqq.New(ctx, asynqq.Options{Concurrency: c.dbqueue.Concurrency, AppendFsync: c.redisFsync})
 	}},
 	{ceiling.CeilingPG, func(ctx context.Context, c *config) (bench.System, error) {
 		return ceiling.NewPG(ctx, c.pgDSN, c.ceiling)
@@ -179,6 +185,7 @@ func main() {
 	flag.BoolVar(&c.riverFast, "river-fast-insert", false, "river: InsertManyFast (COPY) instead of InsertMany, which River's bench uses")
 	flag.IntVar(&c.riverConns, "river-conns", 0, "river: pgxpool MaxConns (0 = pgx default, as River's CLI)")
 	flag.StringVar(&c.handler, "handler", "", "what each job's handler does: \"\" (nothing) or \"insert\" (insert one row: dbqueue with a transactional handler and with a plain one, against a hand-written transaction loop; systems "+strings.Join(insertSystems, ",")+")")
+	flag.StringVar(&c.redisFsync, "redis-appendfsync", "", "asynq: run its private Redis with the append-only file on and this appendfsync policy (everysec, always); \"\" = Redis's defaults, no append-only file")
 	flag.BoolVar(&c.noMetrics, "metrics-off", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-nometrics, with the worker's metrics and heartbeat off (Options.MetricsInterval -1), beside it in every round")
 	flag.BoolVar(&c.history, "history", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-history, with the job history on (Options.HistoryRetention 1h), beside it in every round")
 	flag.BoolVar(&c.otel, "otel", false, "dbqueue: also run each dbqueue system as dbqueue-<db>-otel, with OpenTelemetry metrics and traces on (an SDK exporting nowhere), beside it in every round")
@@ -248,6 +255,10 @@ func main() {
 		}
 		for _, oc := range opens {
 			s, err := r.open(ctx, &oc)
+			if errors.Is(err, asynqq.ErrNoRedis) && !systemsSet {
+				fmt.Fprintf(os.Stderr, "%s: left out: %v\n", r.name, err)
+				continue
+			}
 			if err != nil {
 				log.Fatalf("%s: %v", r.name, err)
 			}

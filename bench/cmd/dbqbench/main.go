@@ -69,7 +69,7 @@ func main() {
 	var (
 		c          config
 		dialects   = flag.String("dialects", "pg,mariadb,sqlite", "comma-separated databases to run: pg, mariadb, sqlite")
-		measures   = flag.String("measure", strings.Join(defaultMeasures, ","), "comma-separated measurements: "+strings.Join(allMeasures, ", ")+" (depth: the backlog-depth table, see depth.go)")
+		measures   = flag.String("measure", strings.Join(defaultMeasures, ","), "comma-separated measurements: "+strings.Join(allMeasures, ", ")+" (depth: the backlog-depth table, see depth.go); or one of "+strings.Join(standaloneMeasures, ", ")+" alone")
 		depths     = flag.String("depths", "0,200k,2M,10M", "depth: ready backlogs, one row each (k and M suffixes)")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
@@ -104,6 +104,10 @@ func main() {
 			log.Fatalf("unknown dialect %q: use pg, mariadb, sqlite", d)
 		}
 		c.dialects = append(c.dialects, d)
+	}
+	if m, ok := standalone(*measures); ok {
+		runStandalone(&c, m)
+		return
 	}
 	for m := range strings.SplitSeq(*measures, ",") {
 		m = strings.TrimSpace(m)
