@@ -135,3 +135,32 @@ func TestGoBlocks(t *testing.T) {
 		"doc.md:24: go block at line 21: undefined: undefinedCall",
 	)
 }
+
+// go names a file by its path relative to the build's directory when that
+// is shorter, as it is for a clone beside the temporary directory (CI's
+// /tmp/x against /tmp/doccheck…): the fragment's unused names must still
+// be recognised as the block's.
+func TestGoBlocksWithATempDirNearTheModule(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	near, err := os.MkdirTemp(".", ".tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(near) })
+	abs, err := filepath.Abs(near)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", abs)
+	dir := write(t, map[string]string{
+		"doc.md": "```go\nn, err := q.Size(ctx, \"default\")\n```\n",
+	})
+	errs, err := check(root, []string{filepath.Join(dir, "doc.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectFaults(t, errs)
+}
