@@ -296,20 +296,39 @@ func checkPostgresTree(t *testing.T, arm string, root pgNode) {
 	}
 }
 
+// genericPlans is a connection of db's on which PostgreSQL plans every
+// prepared statement without its parameter values, as its plan cache does
+// once a statement has run a few times; it is closed when the test ends.
+func genericPlans(t *testing.T, db *dbtest.DB) *sql.Conn {
+	t.Helper()
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// genericPlan prepares stmt on conn (from genericPlans) as name and
+// returns its plan for the parameter list args, "(…)".
+func genericPlan(t *testing.T, conn *sql.Conn, name, stmt, args string) string {
+	t.Helper()
+	if _, err := conn.ExecContext(ctx, "PREPARE "+name+" AS "+stmt); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(queryLines(t, conn, "EXPLAIN EXECUTE "+name+args), "\n")
+}
+
 // checkPostgresGenericPlans checks the plans PostgreSQL caches once a
 // prepared claim has run a few times (pgx prepares every statement): the
 // generic plan, made without the parameter values, must pick the same
 // indexes.
 func checkPostgresGenericPlans(t *testing.T, db *dbtest.DB) {
 	t.Helper()
-	conn, err := db.SQL.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
+	conn := genericPlans(t, db)
 	for _, arm := range []string{"ready", "expired"} {
 		args := "('bench', 90, 10)"
 		if arm == "ready" {

@@ -18,6 +18,12 @@ func StatementsText(d Dialect, mariaDB bool) string {
 	return dialect.ClaimText(sd)
 }
 
+// PostgresClaimText is PostgreSQL's look and claim from the cursor.
+func PostgresClaimText() []string { return dialect.PostgresClaimText() }
+
+// PostgresHeldText is PostgreSQL's batched delete and release SQL.
+func PostgresHeldText() []string { return dialect.PostgresHeldText() }
+
 // SessionIsolation reports the isolation level of a connection from q's
 // own pool (MySQL: transaction_isolation, or MariaDB's tx_isolation).
 func SessionIsolation(ctx context.Context, q *Queue) (string, error) {

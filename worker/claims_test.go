@@ -75,12 +75,13 @@ func TestClaimsInFlight(t *testing.T) {
 	}
 }
 
-// waitingClaims counts the worker's claim statements blocked on a lock.
+// waitingClaims counts the worker's claim statements blocked on a lock:
+// a claim from the head (WITH expired) or from the cursor (WITH ready).
 func waitingClaims(t *testing.T, db *sql.DB, app string) int {
 	t.Helper()
 	var n int
 	err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity
-		WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'WITH expired%'`, app).Scan(&n)
+		WHERE application_name = $1 AND wait_event_type = 'Lock' AND (query LIKE 'WITH expired%' OR query LIKE 'WITH ready%')`, app).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}

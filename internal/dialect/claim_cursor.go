@@ -44,6 +44,9 @@ type claimCursor struct {
 	// by 1/lookShare of the time that passes, up to lookBurst.
 	budget   time.Duration
 	budgetAt time.Time
+	// lastCost is what the last look took: the next periodic look waits
+	// lookShare times as long, if that is more than lookEvery.
+	lastCost time.Duration
 }
 
 // claimCursors holds a dialect's cursor of each queue (one set per
@@ -60,7 +63,11 @@ func (cs *claimCursors) cursor(queue string) *claimCursor {
 }
 
 // lookNow reports whether a claim should look from the start, and if so
-// counts the look as made now (one claim looks per period). A claim that
+// counts the look as made now (one claim looks per period: lookEvery, or
+// lookShare times what the last look took, whichever is longer, so looks
+// take at most about 1/lookShare of the time however far they walk; on
+// PostgreSQL a look walks the index entries of every row claimed since
+// the last vacuum). A claim that
 // found nothing from the cursor always looks: an empty claim must mean an
 // empty queue (StopWhenEmpty stops on one), and a queue the workers keep
 // up with has few rows in flight to read.
@@ -75,7 +82,7 @@ func (c *claimCursor) lookNow(now time.Time, short, empty bool) bool {
 		c.budget = min(lookBurst, c.budget+now.Sub(c.budgetAt)/lookShare)
 	}
 	c.budgetAt = now
-	if !c.set || c.force || empty || now.Sub(c.lastLook) >= lookEvery || short && c.budget > 0 {
+	if !c.set || c.force || empty || now.Sub(c.lastLook) >= max(lookEvery, lookShare*c.lastCost) || short && c.budget > 0 {
 		c.lastLook, c.force = now, false
 		return true
 	}
@@ -88,6 +95,7 @@ func (c *claimCursor) lookNow(now time.Time, short, empty bool) bool {
 func (c *claimCursor) looked(cost time.Duration, again bool) {
 	c.mu.Lock()
 	c.budget -= cost
+	c.lastCost = cost
 	c.force = c.force || again
 	c.mu.Unlock()
 }

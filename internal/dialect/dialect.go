@@ -357,6 +357,21 @@ func For(name string, t Tables, srv MySQLServer) (Dialect, error) {
 	return nil, fmt.Errorf("dbqueue: unknown dialect %q: use postgres, mysql or sqlite", name)
 }
 
+// PostgresHeldText is the SQL of PostgreSQL's batched statements that end
+// held rows (delete with one reservation or many, release), for a test
+// that checks their generic plans.
+func PostgresHeldText() []string {
+	p := newPostgres(DefaultTables, false)
+	return []string{p.deleteOne, p.deleteA, p.releaseA}
+}
+
+// PostgresClaimText is the SQL of PostgreSQL's two claims: the look from
+// the start and the claim from the cursor.
+func PostgresClaimText() []string {
+	p := newPostgres(DefaultTables, false)
+	return []string{p.claim, p.claimFrom}
+}
+
 // ClaimText is the SQL of d's claim, for tests that EXPLAIN its parts.
 func ClaimText(d Dialect) string {
 	switch d := d.(type) {

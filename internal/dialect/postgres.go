@@ -21,7 +21,7 @@ type postgres struct {
 	claimCursors
 	channel string
 	// claim looks from the start of the queue (expired reservations,
-	// then ready rows; each row says which arm took it); claimFrom claims
+	// then ready rows; each row says whether the ready arm took it); claimFrom claims
 	// ready rows past the queue's cursor (see postgres_claim.go).
 	claim, claimFrom  string
 	deleteA, releaseA string
@@ -65,26 +65,39 @@ func newPostgres(t Tables, zoneless bool) *postgres {
 	// FOR UPDATE cannot sit under a UNION, so each arm locks in its own
 	// CTE; CTEs run on demand, so the ready arm is read only when the
 	// expired arm leaves room.
+	//
+	// The claimed rows are updated by id = ANY(ARRAY(…)): an index scan of
+	// the primary key, one probe a row, whatever the planner thinks of
+	// the table. A join on the CTE left the choice to the estimate of
+	// LIMIT ?, which a generic plan (pgx prepares every statement) takes
+	// as a tenth of the table: it then chose a merge join that walks the
+	// primary key from its start — past every row finished since the last
+	// vacuum — or, with statistics of a small table, a hash join over a
+	// sequential scan.
 	p.claim = sqldb.Rebind(`WITH expired AS (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
 ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
-due AS (SELECT id, false AS ready FROM expired UNION ALL SELECT id, true FROM ready LIMIT ?)
+due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
-FROM due WHERE jobs.id = due.id
-RETURNING ` + pgClaimReturning + `, due.ready`)
+WHERE jobs.id = ANY(ARRAY(SELECT id FROM due))
+RETURNING ` + pgClaimReturning + `, NOT jobs.id = ANY(ARRAY(SELECT id FROM expired))`)
 	p.claimFrom = sqldb.Rebind(`WITH ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + pgReadyFrom(c.now) + ` FOR UPDATE SKIP LOCKED)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
-FROM ready WHERE jobs.id = ready.id
+WHERE jobs.id = ANY(ARRAY(SELECT id FROM ready))
 RETURNING ` + pgClaimReturning)
+	// (reserved_at + 0), as in common.held: after an ANALYZE that saw no
+	// reserved row, the generic plan of "reserved_at IS NOT NULL" hashed
+	// the whole partial index of reserved rows — every row in flight and,
+	// until VACUUM, every finished one — on each batch.
 	p.deleteA = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts)
-WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.deleteOne = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[]) AS held(id)
-WHERE jobs.id = held.id AND jobs.reservation_token = $2 AND jobs.attempts = $3 AND jobs.reserved_at IS NOT NULL
+WHERE jobs.id = held.id AND jobs.reservation_token = $2 AND jobs.attempts = $3 AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.releaseA = `UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload)
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
-WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND jobs.reserved_at IS NOT NULL
+WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.deleteOneH, p.deleteAH = c.withHistory(p.deleteOne), c.withHistory(p.deleteA)
 	e := c.errorsTable()

@@ -138,7 +138,14 @@ func checkBlocks(root string, docs []*doc) ([]string, error) {
 		if m == nil {
 			continue
 		}
-		src, ok := sources[m[1]]
+		// go prints a file by the shorter of its absolute path and its
+		// path relative to the build's directory: a clone in /tmp/x
+		// names /tmp/doccheck… as ../doccheck….
+		name := m[1]
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(root, name)
+		}
+		src, ok := sources[filepath.Clean(name)]
 		if !ok {
 			continue
 		}

@@ -207,3 +207,32 @@ func TestCaptions(t *testing.T) {
 	}
 	expectFaults(t, errs, "README.md:8: a table of measured numbers needs its caption right under it")
 }
+
+// go names a file by its path relative to the build's directory when that
+// is shorter, as it is for a clone beside the temporary directory (CI's
+// /tmp/x against /tmp/doccheck…): the fragment's unused names must still
+// be recognised as the block's.
+func TestGoBlocksWithATempDirNearTheModule(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	near, err := os.MkdirTemp(".", ".tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(near) })
+	abs, err := filepath.Abs(near)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", abs)
+	dir := write(t, map[string]string{
+		"doc.md": "```go\nn, err := q.Size(ctx, \"default\")\n```\n",
+	})
+	errs, err := check(root, []string{filepath.Join(dir, "doc.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectFaults(t, errs)
+}
