@@ -3,7 +3,6 @@ package dbqueue_test
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -154,30 +153,6 @@ func TestPostgresBatchedEndFindsRowsByID(t *testing.T) {
 		plan := genericPlan(t, conn, fmt.Sprintf("held_%d", i), stmt, args[i])
 		if strings.Contains(plan, "jobs_queue_reserved_idx") || !strings.Contains(plan, "jobs_pkey") {
 			t.Errorf("generic plan of\n%s\nreads the reserved rows' index, not the primary key:\n%s", stmt, plan)
-		}
-	}
-}
-
-// Both PostgreSQL claims update the rows they locked through the primary
-// key, one probe a row, in their generic plans too: with LIMIT $n taken
-// as a tenth of the table, a join on the locked ids chose a merge join
-// that walked the primary key from its start (past every finished row's
-// dead entry) or a hash join over the whole table.
-func TestPostgresClaimUpdatesByID(t *testing.T) {
-	db := dbtest.New(t, dbqueue.Postgres)
-	q := db.Queue(t)
-	fillJobs(t, db, "default", 50_000, 0, false)
-	analyze(t, db)
-	if got := reserve(t, q, 5); len(got) != 5 {
-		t.Fatalf("reserved %d jobs, want 5", len(got))
-	}
-	conn := genericPlans(t, db)
-	args := []string{"('default', 90, 1000, 'default', 1000, 1000)", "('default', 0, 0, 1000)"}
-	for i, stmt := range dbqueue.PostgresClaimText() {
-		plan := genericPlan(t, conn, fmt.Sprintf("claim_%d", i), stmt, args[i])
-		if !regexp.MustCompile(`(?m)^\s*->  Index Scan using jobs_pkey on jobs\s.*\n\s+Index Cond: \(id = ANY`).MatchString(plan) ||
-			strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Join") {
-			t.Errorf("the generic plan of\n%s\ndoes not update the claimed rows by id:\n%s", stmt, plan)
 		}
 	}
 }

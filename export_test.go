@@ -18,9 +18,6 @@ func StatementsText(d Dialect, mariaDB bool) string {
 	return dialect.ClaimText(sd)
 }
 
-// PostgresClaimText is PostgreSQL's look and claim from the cursor.
-func PostgresClaimText() []string { return dialect.PostgresClaimText() }
-
 // PostgresHeldText is PostgreSQL's batched delete and release SQL.
 func PostgresHeldText() []string { return dialect.PostgresHeldText() }
 

@@ -365,13 +365,6 @@ func PostgresHeldText() []string {
 	return []string{p.deleteOne, p.deleteA, p.releaseA}
 }
 
-// PostgresClaimText is the SQL of PostgreSQL's two claims: the look from
-// the start and the claim from the cursor.
-func PostgresClaimText() []string {
-	p := newPostgres(DefaultTables, false)
-	return []string{p.claim, p.claimFrom}
-}
-
 // ClaimText is the SQL of d's claim, for tests that EXPLAIN its parts.
 func ClaimText(d Dialect) string {
 	switch d := d.(type) {

@@ -21,7 +21,7 @@ type postgres struct {
 	claimCursors
 	channel string
 	// claim looks from the start of the queue (expired reservations,
-	// then ready rows; each row says whether the ready arm took it); claimFrom claims
+	// then ready rows; each row says which arm took it); claimFrom claims
 	// ready rows past the queue's cursor (see postgres_claim.go).
 	claim, claimFrom  string
 	deleteA, releaseA string
@@ -65,24 +65,15 @@ func newPostgres(t Tables, zoneless bool) *postgres {
 	// FOR UPDATE cannot sit under a UNION, so each arm locks in its own
 	// CTE; CTEs run on demand, so the ready arm is read only when the
 	// expired arm leaves room.
-	//
-	// The claimed rows are updated by id = ANY(ARRAY(…)): an index scan of
-	// the primary key, one probe a row, whatever the planner thinks of
-	// the table. A join on the CTE left the choice to the estimate of
-	// LIMIT ?, which a generic plan (pgx prepares every statement) takes
-	// as a tenth of the table: it then chose a merge join that walks the
-	// primary key from its start — past every row finished since the last
-	// vacuum — or, with statistics of a small table, a hash join over a
-	// sequential scan.
 	p.claim = sqldb.Rebind(`WITH expired AS (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
 ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
-due AS (SELECT id FROM expired UNION ALL SELECT id FROM ready LIMIT ?)
+due AS (SELECT id, false AS ready FROM expired UNION ALL SELECT id, true FROM ready LIMIT ?)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
-WHERE jobs.id = ANY(ARRAY(SELECT id FROM due))
-RETURNING ` + pgClaimReturning + `, NOT jobs.id = ANY(ARRAY(SELECT id FROM expired))`)
+FROM due WHERE jobs.id = due.id
+RETURNING ` + pgClaimReturning + `, due.ready`)
 	p.claimFrom = sqldb.Rebind(`WITH ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + pgReadyFrom(c.now) + ` FOR UPDATE SKIP LOCKED)
 UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
-WHERE jobs.id = ANY(ARRAY(SELECT id FROM ready))
+FROM ready WHERE jobs.id = ready.id
 RETURNING ` + pgClaimReturning)
 	// (reserved_at + 0), as in common.held: after an ANALYZE that saw no
 	// reserved row, the generic plan of "reserved_at IS NOT NULL" hashed
