@@ -1,6 +1,7 @@
 package dbqueue_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -294,3 +295,30 @@ func TestMetricsReadUsesBucketRange(t *testing.T) {
 		}
 	})
 }
+
+// A schema migrated before the operator's tables existed (or with one of
+// them dropped) gets, from each operator read, an error that is
+// ErrNoTables, names the missing table and says to migrate, not one that
+// blames the jobs tables.
+func TestOperatorTablesMissingSayMigrate(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		db.Exec(t, "DROP TABLE jobs_metrics")
+		db.Exec(t, "DROP TABLE jobs_workers")
+		_, err := q.Metrics(ctx, dbqueue.MetricsQuery{})
+		wantErr(t, "Metrics", err, "jobs_metrics", "migrate up")
+		_, err = q.Workers(ctx)
+		wantErr(t, "Workers", err, "jobs_workers", "migrate up")
+		for what, err := range map[string]error{"Metrics": must2(q.Metrics(ctx, dbqueue.MetricsQuery{})), "Workers": must2(q.Workers(ctx))} {
+			if !errors.Is(err, sqldb.ErrNoTables) {
+				t.Errorf("%s: %v, want ErrNoTables", what, err)
+			}
+			if strings.Contains(err.Error(), "jobs and failed_jobs tables are missing") {
+				t.Errorf("%s: %q blames the jobs tables for a missing operator table", what, err)
+			}
+		}
+	})
+}
+
+// must2 keeps the error of a two-value call.
+func must2[T any](_ T, err error) error { return err }
