@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,8 +70,22 @@ func TestMetricsAddUpAcrossWorkers(t *testing.T) {
 		push(5, "again")
 		push(3, longKind)
 		var seen atomic.Int64
-		handlers := func(w *worker.Worker) {
+		// a stops taking "ok" jobs after its first five until b has run
+		// one, so b's heartbeat has jobs to count however quickly a could
+		// have emptied the queue alone.
+		bRan := make(chan struct{})
+		var bOnce sync.Once
+		handlers := func(w *worker.Worker, isB bool) {
 			w.Handle("ok", func(ctx context.Context, job *dbqueue.Job) error {
+				if isB {
+					bOnce.Do(func() { close(bRan) })
+				} else if seen.Load() >= 5 {
+					select {
+					case <-bRan:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
 				seen.Add(1)
 				time.Sleep(3 * time.Millisecond) // work to time
 				return nil
@@ -84,10 +99,10 @@ func TestMetricsAddUpAcrossWorkers(t *testing.T) {
 			}, worker.WithTries(3))
 			w.Handle(longKind, func(ctx context.Context, job *dbqueue.Job) error { return nil })
 		}
-		wa, _ := newWorker(t, qa, worker.Options{Name: "a", Queues: []string{longQueue}, Concurrency: 2, MetricsInterval: time.Hour})
+		wa, _ := newWorker(t, qa, worker.Options{Name: "a", Queues: []string{longQueue}, Concurrency: 2, Prefetch: -1, MetricsInterval: time.Hour})
 		wb, _ := newWorker(t, qb, worker.Options{Name: "b", Queues: []string{longQueue}, Concurrency: 3, MetricsInterval: 50 * time.Millisecond})
-		handlers(wa)
-		handlers(wb)
+		handlers(wa, false)
+		handlers(wb, true)
 		ctx, cancel := context.WithCancel(bg)
 		defer cancel()
 		errs := make(chan error, 2)
