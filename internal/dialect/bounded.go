@@ -52,17 +52,29 @@ func BoundedOf(d Dialect) (Bounded, error) {
 // MIN(queue) > previous, a probe of the index (a loose index scan written
 // as a recursive CTE, which all three databases run). PostgreSQL and
 // SQLite keep waiting and reserved rows in two partial indexes, so the
-// walk runs over each and the names merge; MySQL's (queue, available_at)
-// holds every row.
+// walk runs over each and the names merge. MySQL's (queue, available_at)
+// holds every row, and MariaDB walks it with a GROUP BY.
 func (c *common) QueuesAfter(ctx context.Context, ex sqldb.Execer, after string, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	conds := []string{"reserved_at IS NULL", "reserved_at IS NOT NULL"}
-	if c.name == "mysql" {
-		conds = []string{"1 = 1"}
-	}
 	var out []string
+	if c.name == "mysql" {
+		// MariaDB reads a correlated MIN by scanning the index, but runs
+		// GROUP BY on the index's first column as a loose index scan
+		// ("Using index for group-by"): one entry per name.
+		err := c.eachRow2(ctx, ex, "SELECT queue FROM "+c.jobs+" WHERE queue > ? GROUP BY queue ORDER BY queue LIMIT "+strconv.Itoa(limit),
+			[]any{after}, func(scan func(...any) error) error {
+				var name string
+				if err := scan(&name); err != nil {
+					return err
+				}
+				out = append(out, name)
+				return nil
+			})
+		return out, err
+	}
+	conds := []string{"reserved_at IS NULL", "reserved_at IS NOT NULL"}
 	for _, cond := range conds {
 		q := `WITH RECURSIVE names (queue, n) AS (
   SELECT (SELECT MIN(queue) FROM ` + c.jobs + ` WHERE ` + cond + ` AND queue > ?), 1
@@ -108,13 +120,10 @@ func (c *common) CappedSizes(ctx context.Context, ex sqldb.Execer, queues []stri
 			return `FROM (SELECT reserved_at, available_at FROM ` + c.jobs + ` WHERE queue = ? AND available_at ` + op + ` ` + c.now +
 				` ORDER BY available_at LIMIT ` + lim + `) x`
 		}
-		row = `SELECT %d,
-  (SELECT COUNT(*) ` + rng("<=") + `),
-  (SELECT COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0) ` + rng("<=") + `),
-  (SELECT MIN(CASE WHEN reserved_at IS NULL THEN available_at END) ` + rng("<=") + `),
-  (SELECT COUNT(*) ` + rng(">") + `),
-  (SELECT COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0) ` + rng(">") + `),
-  0, ` + c.now
+		row = `SELECT %d, due.n, due.r, due.m, future.n, future.r, 0, ` + c.now + `
+FROM (SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0) AS r,
+  MIN(CASE WHEN reserved_at IS NULL THEN available_at END) AS m ` + rng("<=") + `) due
+CROSS JOIN (SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0) AS r ` + rng(">") + `) future`
 	} else {
 		count := func(where string) string {
 			return `(SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + c.jobs + ` WHERE queue = ? AND ` + where + ` LIMIT ` + lim + `) x)`
