@@ -2,8 +2,10 @@ package dbqueue
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -42,8 +44,10 @@ func (q *Queue) Size(ctx context.Context, queue string) (Sizes, error) {
 
 // SizesByQueue is Size of every queue that holds jobs, by name: one
 // grouped read of the jobs table however many queues there are, for
-// dashboards that show them all (Size per queue is a query per queue). It
-// reads every row of the table, so call it for a view, not per job.
+// dashboards that show them all (Size per queue is a query per queue). Its
+// counts are exact, and so it reads every index entry of the table: on a
+// million jobs, about a second. A view that refreshes, or a table that may
+// grow large, wants QueuesAfter and SizesCapped, whose cost has a bound.
 func (q *Queue) SizesByQueue(ctx context.Context) (map[string]Sizes, error) {
 	rows, err := q.sql.SizesByQueue(ctx, q.db)
 	if err != nil {
@@ -69,6 +73,74 @@ func (q *Queue) Queues(ctx context.Context) ([]string, error) {
 		return nil, sqldb.Wrap("list queues", err)
 	}
 	return names, nil
+}
+
+// MaxQueuesAfter bounds the names one QueuesAfter call returns.
+const MaxQueuesAfter = 1000
+
+// QueuesAfter lists up to limit (at most MaxQueuesAfter) names of queues
+// that hold jobs and sort after after ("" for the first), in the
+// database's order of the queue column: one page of Queues, to walk every
+// queue by passing the last name back. It reads one index entry per name
+// (a loose index scan), so its cost does not grow with the jobs or queues
+// that follow the page.
+func (q *Queue) QueuesAfter(ctx context.Context, after string, limit int) ([]string, error) {
+	if limit <= 0 || limit > MaxQueuesAfter {
+		return nil, fmt.Errorf("dbqueue: QueuesAfter: limit %d: use 1 to %d", limit, MaxQueuesAfter)
+	}
+	b, err := dialect.BoundedOf(q.sql)
+	if err != nil {
+		return nil, err
+	}
+	names, err := b.QueuesAfter(ctx, q.db, after, limit)
+	if err != nil {
+		return nil, sqldb.Wrap("list queues", err)
+	}
+	return names, nil
+}
+
+// CappedSizes are a queue's Sizes whose counts stop at a cap. A count
+// whose flag is set reached the cap: the queue holds at least that many
+// jobs in that state, maybe far more. A count without its flag is exact.
+type CappedSizes struct {
+	Sizes
+	PendingCapped, DelayedCapped, ReservedCapped bool
+}
+
+// Capped reports whether any count is a lower bound.
+func (s CappedSizes) Capped() bool { return s.PendingCapped || s.DelayedCapped || s.ReservedCapped }
+
+// SizesCapped is Size of each of queues with every count stopped at
+// limit: each state of each queue reads at most limit index entries
+// (MySQL reads the rows of those entries too, for reserved_at, and a
+// capped pending or delayed count leaves the reserved count a lower bound
+// as well). For a view over many or large queues, with QueuesAfter;
+// SizesByQueue when exact counts are worth reading every entry.
+// OldestPending is exact on PostgreSQL and SQLite; on MySQL it is read
+// from the first limit due rows, and is zero when all of them are
+// reserved.
+func (q *Queue) SizesCapped(ctx context.Context, queues []string, limit int64) (map[string]CappedSizes, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("dbqueue: SizesCapped: limit %d: use at least 1", limit)
+	}
+	b, err := dialect.BoundedOf(q.sql)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := b.CappedSizes(ctx, q.db, queues, limit)
+	if err != nil {
+		return nil, sqldb.Wrap("capped sizes", err)
+	}
+	out := make(map[string]CappedSizes, len(rows))
+	for _, s := range rows {
+		z := CappedSizes{Sizes: Sizes{Pending: s.Pending, Delayed: s.Delayed, Reserved: s.Reserved},
+			PendingCapped: s.PendingCapped, DelayedCapped: s.DelayedCapped, ReservedCapped: s.ReservedCapped}
+		if s.OldestPending != nil {
+			z.OldestPending = time.Duration(s.Now-*s.OldestPending) * time.Second
+		}
+		out[s.Queue] = z
+	}
+	return out, nil
 }
 
 // Clear deletes every job of a queue ("" for the default queue), reserved

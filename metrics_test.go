@@ -133,6 +133,12 @@ func TestMetricsSteps(t *testing.T) {
 		if m.Total.Processed != 15 || m.Total.Failed != 1 || len(m.Groups) != 3 {
 			t.Fatalf("total %+v, groups %+v", m.Total, m.Groups)
 		}
+		// Without groups: the same points, the same total, no groups.
+		ng, err := q.Metrics(ctx, dbqueue.MetricsQuery{Since: time.Unix(base, 0), Until: time.Unix(base+6*60, 0), Step: 2 * time.Minute, NoGroups: true})
+		if err != nil || ng.Total.Processed != 15 || ng.Total.Failed != 1 || len(ng.Groups) != 0 || ng.Points[2].Processed != 8 ||
+			ng.Total.WaitP50 != m.Total.WaitP50 {
+			t.Fatalf("NoGroups: total %+v, %d groups, %v", ng.Total, len(ng.Groups), err)
+		}
 		// Bucket 5 is [4ms, 8ms); bucket 10 is [128ms, 256ms).
 		if p := m.Points[0].RuntimeP95; p < 4*time.Millisecond || p >= 8*time.Millisecond {
 			t.Errorf("runtime p95 %v, want in [4ms, 8ms)", p)

@@ -47,10 +47,23 @@
 // larger id than any before it, so "pushed" is the growth of the highest
 // job id seen; "processed" (jobs that left the jobs table: ran, failed or
 // were cancelled) is pushed minus the growth of the queues' depth; and
-// "failed" is the growth of the highest failed job id. The counts are
+// "failed" is the growth of the highest failed job id. Processed is left
+// out when either sample's depth is capped (see below). The counts are
 // over all queues of the tables, by whichever workers and processes ran
 // them, PHP ones included. When a queue drains completely between two
 // samples its last jobs are counted in the sample after the next push.
+//
+// # Bounded counts
+//
+// No read of a sample grows with the tables or the number of queues: the
+// queues page lists 100 queues a page, found by a loose index scan of the
+// queue index (dbqueue.Queue.QueuesAfter); each count stops at a cap
+// (dbqueue.Queue.SizesCapped, QueueCap on a page of few queues, less on a
+// full page), the totals at TotalsCap, and failed jobs are counted among
+// the newest FailedWindow. A count that stopped at its cap is shown as
+// "10,000+" and flagged *_capped in api/stats: a lower bound. A page waits
+// for a running sample at most 150 ms when an older one exists, and then
+// shows the older one with its age.
 package dashboard
 
 import (

@@ -180,7 +180,7 @@ func (d *Dashboard) recentThroughput(ctx context.Context) chart {
 	if time.Since(d.throughput.at) < d.opts.Interval {
 		return d.throughput.chart
 	}
-	m, err := d.q.Metrics(ctx, dbqueue.MetricsQuery{Window: time.Hour})
+	m, err := d.q.Metrics(ctx, dbqueue.MetricsQuery{Window: time.Hour, NoGroups: true})
 	if err != nil {
 		return chart{ID: "q-throughput", Title: "Jobs finished per minute", Unit: "jobs/min",
 			Empty: "metrics unavailable: " + err.Error()}

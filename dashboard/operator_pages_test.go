@@ -1,9 +1,12 @@
 package dashboard_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,7 +133,7 @@ func TestQueuesPaged(t *testing.T) {
 		if len(got) != 100 || got[0][1] != "default" || got[99][1] != "q098" {
 			t.Fatalf("first page: %d rows, from %v", len(got), got[:min(2, len(got))])
 		}
-		wantContains(t, "first page", body, "251 in all, 100 on this page", `href="?after=q098"`)
+		wantContains(t, "first page", body, "100 on this page, more after", `href="?after=q098"`)
 		body = s.page("?after=q098")
 		got = rows.FindAllStringSubmatch(body, -1)
 		if len(got) != 100 || got[0][1] != "q099" {
@@ -144,6 +147,39 @@ func TestQueuesPaged(t *testing.T) {
 		st := s.stats()
 		if len(st.Queues) != 100 {
 			t.Errorf("api/stats: %d queues, want a page of 100", len(st.Queues))
+		}
+		// Following next from the first page lists every queue once, in
+		// order, and stops.
+		var walked []string
+		for after, pages := "", 0; ; pages++ {
+			if pages > 5 {
+				t.Fatalf("more than 5 pages; walked %d names", len(walked))
+			}
+			var page struct {
+				Queues []dashboard.QueueStats
+				Count  int
+				Next   string
+			}
+			if err := json.Unmarshal([]byte(s.page("api/stats?after="+url.QueryEscape(after))), &page); err != nil {
+				t.Fatal(err)
+			}
+			if page.Count != len(page.Queues) {
+				t.Errorf("count %d for a page of %d", page.Count, len(page.Queues))
+			}
+			for _, q := range page.Queues {
+				walked = append(walked, q.Name)
+			}
+			if page.Next == "" {
+				break
+			}
+			after = page.Next
+		}
+		want := []string{"default"}
+		for i := range 250 {
+			want = append(want, fmt.Sprintf("q%03d", i))
+		}
+		if !slices.Equal(walked, want) {
+			t.Errorf("walked %d names, want %d in order, each once: %v…", len(walked), len(want), walked[:min(5, len(walked))])
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"path"
@@ -32,6 +33,8 @@ var pages = func() map[string]*template.Template {
 		"firstLine": firstLine,
 		"pretty":    pretty,
 		"ago":       ago,
+		"count":     count,
+		"countOf":   func(n int64, capped bool) countArg { return countArg{n, capped} },
 		"add":       func(a, b int) int { return a + b },
 		// The bounds the job and search pages state.
 		"historyKeep": func() int { return dbqueue.ErrorHistoryKeep },
@@ -114,54 +117,52 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err
 
 // queuesData is the queues page's, and api/stats's.
 type queuesData struct {
+	// Time is when the page's counts were read, in Unix milliseconds;
+	// AgeMS how old they were when served. Pending is set when a newer
+	// sample was being taken and the page did not wait for it.
 	Time     int64  `json:"time"`
+	AgeMS    int64  `json:"age_ms"`
+	Pending  bool   `json:"sample_pending,omitempty"`
 	CSRF     string `json:"csrf"`
 	ReadOnly bool   `json:"read_only"`
 	// Queues are one page of the queues, by name: those after After.
 	Queues []QueueStats `json:"queues"`
-	// Count is how many queues there are; Next the name to page on from
-	// ("" on the last page).
-	Count   int     `json:"count"`
-	After   string  `json:"after,omitempty"`
-	Next    string  `json:"next,omitempty"`
-	Totals  Point   `json:"totals"`
-	History []Point `json:"history"`
+	// Count is how many queues this page lists (the queues are not
+	// counted in all: that would read every queue's name); Next the name
+	// to page on from ("" on the last page).
+	Count int    `json:"count"`
+	After string `json:"after,omitempty"`
+	Next  string `json:"next,omitempty"`
+	// Cap is where each count of this page's queues stops (see
+	// QueueStats); TotalsCap and FailedWindow are the totals' bounds.
+	Cap          int64   `json:"cap"`
+	TotalsCap    int64   `json:"totals_cap"`
+	FailedWindow int64   `json:"failed_window"`
+	Totals       Point   `json:"totals"`
+	History      []Point `json:"history"`
 	// Throughput is the recorded chart the page shows (not in the JSON).
 	Throughput chart `json:"-"`
 }
 
+// Age is how old the counts are, in words.
+func (q queuesData) Age() string { return ago(time.Duration(q.AgeMS) * time.Millisecond) }
+
 func (d *Dashboard) queuesData(r *http.Request) (queuesData, error) {
-	cur, hist, err := d.stats.latest(r.Context())
+	after := r.URL.Query().Get("after")
+	snap, err := d.stats.latest(r.Context(), after)
 	if err != nil {
 		return queuesData{}, err
 	}
-	after := r.URL.Query().Get("after")
-	page, next := queuesPage(cur.queues, after)
 	return queuesData{
-		Time: cur.at.UnixMilli(), CSRF: d.token(time.Now()), ReadOnly: d.opts.ReadOnly,
-		Queues: page, Count: len(cur.queues), After: after, Next: next, Totals: cur.point, History: hist,
+		Time: snap.page.at.UnixMilli(), AgeMS: time.Since(snap.page.at).Milliseconds(), Pending: snap.pending,
+		CSRF: d.token(time.Now()), ReadOnly: d.opts.ReadOnly,
+		Queues: snap.page.queues, Count: len(snap.page.queues), After: after, Next: snap.page.next,
+		Cap: snap.page.cap, TotalsCap: d.stats.totalsCap, FailedWindow: int64(d.stats.failedWindow), Totals: snap.totals.point, History: snap.hist,
 	}, nil
 }
 
 // queuesPageSize is how many queues a page of the queues page lists.
 const queuesPageSize = 100
-
-// queuesPage is the page of queues (sorted by name) after the name after,
-// and the name the next page follows ("" when this is the last).
-func queuesPage(all []QueueStats, after string) ([]QueueStats, string) {
-	i := 0
-	if after != "" {
-		i, _ = slices.BinarySearchFunc(all, after, func(s QueueStats, name string) int { return strings.Compare(s.Name, name) })
-		if i < len(all) && all[i].Name == after {
-			i++
-		}
-	}
-	page := all[i:min(i+queuesPageSize, len(all))]
-	if i+queuesPageSize < len(all) {
-		return page, page[len(page)-1].Name
-	}
-	return page, ""
-}
 
 func (d *Dashboard) queuesPage(w http.ResponseWriter, r *http.Request) {
 	data, err := d.queuesData(r)
@@ -191,18 +192,25 @@ func (d *Dashboard) statsJSON(w http.ResponseWriter, r *http.Request) {
 const maxQueueOptions = 200
 
 // queueNames lists the queues for the filters of the jobs and failed
-// pages, from the last sample when there is one (a list page does not
-// wait for the counts); nil when there are more than maxQueueOptions.
+// pages: the named queues and a bounded scan of the queue index (a list
+// page does not wait for the counts); nil when there are more than
+// maxQueueOptions.
 func (d *Dashboard) queueNames(r *http.Request) []string {
-	cur, err := d.stats.last(r.Context())
-	if err != nil || len(cur.queues) > maxQueueOptions {
+	found, err := d.q.QueuesAfter(r.Context(), "", maxQueueOptions+1)
+	if err != nil || len(found) > maxQueueOptions {
 		return nil
 	}
-	names := make([]string, len(cur.queues))
-	for i, s := range cur.queues {
-		names[i] = s.Name
+	set := map[string]bool{}
+	for _, n := range found {
+		set[n] = true
 	}
-	return names
+	for n := range d.stats.named {
+		set[n] = true
+	}
+	if len(set) > maxQueueOptions {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // pageSize is the rows a list page shows.
@@ -355,6 +363,25 @@ func age(seconds float64) string {
 		return fmt.Sprintf("%dh %dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd %dh", s/86400, s%86400/3600)
+}
+
+// count is a count for the page: "1,234", or "10,000+" when it stopped
+// at its cap (a lower bound).
+func count(n int64, capped bool) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if capped {
+		s += "+"
+	}
+	return s
+}
+
+// countArg is the "count" template's argument.
+type countArg struct {
+	N      int64
+	Capped bool
 }
 
 // ago is how long ago, in words: "just now", "42s ago".

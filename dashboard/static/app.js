@@ -35,6 +35,15 @@ document.addEventListener("submit", function (e) {
     return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
   }
 
+  // count writes n into node: "10,000+" and words for screen readers when
+  // the count stopped at its cap (a lower bound), as the server does.
+  function count(node, n, capped) {
+    var s = String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    node.textContent = capped ? s + "+" : s;
+    if (capped) node.appendChild(el("span", { class: "sr-only" }, " (at least; counting stopped there)"));
+    return node;
+  }
+
   function hidden(form, name, value) {
     form.appendChild(el("input", { type: "hidden", name: name, value: value }));
   }
@@ -45,10 +54,10 @@ document.addEventListener("submit", function (e) {
     name.appendChild(el("a", { href: "jobs?queue=" + encodeURIComponent(q.name) }, q.name));
     tr.appendChild(name);
     ["pending", "delayed", "reserved"].forEach(function (k) {
-      tr.appendChild(el("td", { class: "n " + k }, String(q[k])));
+      tr.appendChild(count(el("td", { class: "n " + k }), q[k], q[k + "_capped"]));
     });
     var f = el("td", { class: "n failed" });
-    f.appendChild(el("a", { href: "failed?queue=" + encodeURIComponent(q.name) }, String(q.failed)));
+    f.appendChild(count(el("a", { href: "failed?queue=" + encodeURIComponent(q.name) }), q.failed, q.failed_capped));
     tr.appendChild(f);
     tr.appendChild(el("td", { class: "oldest" }, age(q.oldest_pending_seconds)));
     var st = el("td", { class: "state" });
@@ -150,16 +159,15 @@ document.addEventListener("submit", function (e) {
       sw.style.background = s.color;
       item.appendChild(sw);
       var v = last[s.key];
-      item.appendChild(document.createTextNode(s.label + " " + (v === null || v === undefined ? "\u2014" : fmtNum(v))));
+      item.appendChild(document.createTextNode(s.label + " " + (v === null || v === undefined ? "\u2014" : fmtNum(v) + (last[s.key + "_capped"] ? "+ (at least)" : ""))));
       legend.appendChild(item);
     });
   }
 
   function draw(data) {
-    document.getElementById("total-pending").textContent = data.totals.pending;
-    document.getElementById("total-delayed").textContent = data.totals.delayed;
-    document.getElementById("total-reserved").textContent = data.totals.reserved;
-    document.getElementById("total-failed").textContent = data.totals.failed;
+    ["pending", "delayed", "reserved", "failed"].forEach(function (k) {
+      count(document.getElementById("total-" + k), data.totals[k], data.totals[k + "_capped"]);
+    });
     // Rows are rebuilt only when a count changed, so that a button
     // under the pointer is not replaced between press and release.
     var key = JSON.stringify(data.queues);
@@ -169,9 +177,9 @@ document.addEventListener("submit", function (e) {
       tbody.replaceChildren(rows);
       lastRows = key;
     }
-    var count = data.count + " in all";
-    if (data.after || data.next) count += ", " + data.queues.length + " on this page";
-    document.getElementById("queue-count").textContent = count;
+    document.getElementById("queue-count").textContent =
+      data.count + " on this page" + (data.next ? ", more after" : "");
+    document.getElementById("cap").textContent = String(data.cap).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
     document.querySelectorAll("input[name=csrf]").forEach(function (i) { i.value = data.csrf; });
     chart(document.getElementById("chart-depth"), document.getElementById("legend-depth"), data.history, [
       { key: "pending", label: "pending", color: "#2563eb" },
@@ -180,7 +188,9 @@ document.addEventListener("submit", function (e) {
       { key: "failed", label: "failed", color: "#dc2626" }
     ]);
     var upd = document.getElementById("updated");
-    upd.textContent = "updated " + fmtTime(data.time);
+    upd.textContent = "counts from " + fmtTime(data.time) +
+      (data.age_ms >= 2000 ? " (" + Math.round(data.age_ms / 1000) + "s old)" : "") +
+      (data.sample_pending ? ", a newer sample is being taken" : "");
     upd.classList.remove("stale");
     document.body.dataset.updated = String(data.time);
   }
