@@ -310,6 +310,10 @@ type pgSnapshot struct {
 	idxRead              map[string]int64 // index name → idx_tup_read
 	heapBlks, idxBlks    int64
 	dead, vacuums, ticks int64
+	// Server-wide: checkpoints (timed and requested), buffers a backend
+	// had to write itself to make room (shared_buffers too small for the
+	// pages the work dirties), and the WAL position in bytes.
+	checkpoints, backendWrites, wal int64
 }
 
 // take reads the statistics now (nil s: none, on other databases). The
@@ -348,6 +352,11 @@ WHERE t.schemaname = $1 AND t.relname = 'jobs'`, dbqueueq.Schema).Scan(&snap.hea
 	if err != nil {
 		return nil, fmt.Errorf("pg_stat_user_tables: %w", err)
 	}
+	err = s.db.QueryRowContext(ctx, `SELECT checkpoints_timed + checkpoints_req, buffers_backend,
+  pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint FROM pg_stat_bgwriter`).Scan(&snap.checkpoints, &snap.backendWrites, &snap.wal)
+	if err != nil {
+		return nil, fmt.Errorf("pg_stat_bgwriter: %w", err)
+	}
 	return snap, nil
 }
 
@@ -364,7 +373,9 @@ func (s *pgSnapshot) since(before *pgSnapshot, n int) string {
 			parts = append(parts, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "jobs_"), float64(d)/float64(n)))
 		}
 	}
-	return fmt.Sprintf("index tuples read %s; heap blocks %.2f, index blocks %.2f; vacuums %d, dead tuples at the end %d",
+	return fmt.Sprintf("index tuples read %s; heap blocks %.2f, index blocks %.2f; vacuums %d, dead tuples at the end %d; "+
+		"server: checkpoints %d, buffers written by backends %.3f, WAL bytes %.0f",
 		strings.Join(parts, ", "), float64(s.heapBlks-before.heapBlks)/float64(n), float64(s.idxBlks-before.idxBlks)/float64(n),
-		s.vacuums-before.vacuums, s.dead)
+		s.vacuums-before.vacuums, s.dead,
+		s.checkpoints-before.checkpoints, float64(s.backendWrites-before.backendWrites)/float64(n), float64(s.wal-before.wal)/float64(n))
 }
