@@ -21,10 +21,11 @@ import (
 // (reserved_at <= now - retryAfter). Each name is one EXISTS probe per arm
 // on the claim's indexes — PostgreSQL's and SQLite's partial indexes
 // queue_ready_idx and queue_reserved_idx, MySQL's (queue, reserved_at,
-// available_at) — which stops at the first entry: a queue's backlog of
-// delayed or running rows is never read. The two probes are ORed so that
-// no planner can turn them into a join (a semi-join could read every due
-// row of the table once instead of one entry per name).
+// available_at) — which reads the first entry of the queue's range: a
+// queue's backlog of delayed or running rows is never read. The two
+// probes are scalar subqueries ORed, so that no planner turns them into a
+// join (which could read every due row of the table once instead of one
+// entry per name).
 //
 // The names travel as one parameter: a text[] on PostgreSQL, a JSON array
 // unpacked by json_each on SQLite and JSON_TABLE on MySQL. A name that is
@@ -32,11 +33,16 @@ import (
 // without a probe, so the caller's claim (which takes the name as is)
 // decides.
 
-// readyArms are the two probes of ReadyQueues, for a name in the
-// expression name; the expired arm takes retryAfter as its one parameter.
+// readyArms are the two probes of ReadyQueues on PostgreSQL and SQLite,
+// for a name in the expression name; the expired arm takes retryAfter as
+// its one parameter.
+// Each reads the first entry of the queue's range of a claim index in
+// that index's order and compares it: an EXISTS over the same condition
+// let PostgreSQL and MariaDB plan a scan of the table, costed as if a
+// match came early, when a large queue held no due row at all.
 func (c *common) readyArms(name string) (ready, expired string) {
-	ready = "EXISTS (SELECT 1 FROM " + c.jobs + " WHERE queue = " + name + " AND reserved_at IS NULL AND available_at <= " + c.now + ")"
-	expired = "EXISTS (SELECT 1 FROM " + c.jobs + " WHERE queue = " + name + " AND reserved_at IS NOT NULL AND reserved_at <= " + c.now + " - ?)"
+	ready = "(SELECT available_at FROM " + c.jobs + " WHERE queue = " + name + " AND reserved_at IS NULL ORDER BY available_at LIMIT 1) <= " + c.now
+	expired = "(SELECT reserved_at FROM " + c.jobs + " WHERE queue = " + name + " AND reserved_at IS NOT NULL ORDER BY reserved_at LIMIT 1) <= " + c.now + " - ?"
 	return ready, expired
 }
 
@@ -147,8 +153,31 @@ func (m *mysql) readyStatement(ctx context.Context, ex sqldb.Execer) (string, er
 	if !sqlName.MatchString(charset) || !sqlName.MatchString(collation) {
 		return "", fmt.Errorf("dbqueue: %s.queue has character set %q and collation %q, which are not names", m.jobs, charset, collation)
 	}
-	ready, expired := m.readyArms("q.name")
-	m.ready.query = "SELECT q.name FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) CHARACTER SET " + charset + " COLLATE " + collation +
-		" PATH '$')) AS q WHERE " + ready + " OR " + expired
+	m.ready.query = m.readyQuery(charset, collation)
 	return m.ready.query, nil
+}
+
+// readyQuery is ReadyQueues' statement for a queue column of charset and
+// collation. MySQL's one claim index, (queue, available_at), cannot tell
+// reserved rows from ready ones, so its probe is the claim's look from the
+// start of the queue (fromStart) stopped at the first row: it reads past
+// the queue's rows in flight, never its delayed ones.
+func (m *mysql) readyQuery(charset, collation string) string {
+	return "SELECT q.name FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) CHARACTER SET " + charset + " COLLATE " + collation +
+		" PATH '$')) AS q WHERE (SELECT 1 FROM " + m.jobs + " FORCE INDEX (" + m.tables.ClaimIndex() + ") WHERE queue = q.name AND available_at <= " + m.now +
+		" AND (reserved_at IS NULL OR reserved_at <= " + m.now + " - ?) LIMIT 1) IS NOT NULL"
+}
+
+// ReadyText is ReadyQueues' statement on d (MySQL's for a queue column of
+// utf8mb4_nopad_bin), for the root package's plan tests.
+func ReadyText(d Dialect) string {
+	switch d := d.(type) {
+	case *postgres:
+		return d.readyQueues
+	case *sqlite:
+		return d.readyQueues
+	case *mysql:
+		return d.readyQuery("utf8mb4", "utf8mb4_nopad_bin")
+	}
+	return ""
 }
