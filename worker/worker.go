@@ -116,7 +116,7 @@ type run struct {
 	// readySet is the queues to claim from when more than manyQueues
 	// are active (ready.go).
 	readySet readySet
-	overMem   atomic.Bool
+	overMem  atomic.Bool
 
 	done     *completer
 	releases *releaser
