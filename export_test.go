@@ -2,6 +2,8 @@ package dbqueue
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
@@ -68,3 +70,32 @@ func FinishLinked(ctx context.Context, q *Queue, job *Job, cause error) (before,
 // SetLookBurst sets how much look time MySQL's claim cursor may save up
 // (0: short claims never look); it returns the undo.
 func SetLookBurst(d time.Duration) (restore func()) { return dialect.SetLookBurst(d) }
+
+// claimCounts holds the claim counters CountClaims handed out, by Queue.
+var claimCounts sync.Map
+
+func init() {
+	afterClaim = func(q *Queue, _ string) {
+		if c, ok := claimCounts.Load(q); ok {
+			c.(*atomic.Int64).Add(1)
+		}
+	}
+}
+
+// CountClaims counts the claim statements q runs from now on, one per
+// queue a reserve reads.
+func CountClaims(q *Queue) *atomic.Int64 {
+	c := new(atomic.Int64)
+	claimCounts.Store(q, c)
+	return c
+}
+
+// ReadyText is the statement a queue of dialect d runs to read which
+// queues hold ready jobs, with '?' or '$n' placeholders.
+func ReadyText(d Dialect) string {
+	sd, err := dialect.For(string(d), dialect.DefaultTables, dialect.MySQLServer{MariaDB: true})
+	if err != nil {
+		panic(err)
+	}
+	return dialect.ReadyText(sd)
+}

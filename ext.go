@@ -29,9 +29,27 @@ func (e ext) ReleaseMany(ctx context.Context, rs []Releasing) ([]*Job, error) {
 
 // Reserve is Queue.Reserve that also calls failed for each job it moved
 // to failed_jobs at claim time (a malformed payload, ErrAttemptsExhausted),
-// so the worker logs it and fires its failure hooks.
-func (e ext) Reserve(ctx context.Context, n int, queues []string, failed func(job *Job, cause error)) ([]*Job, error) {
-	return e.q.reserve(ctx, n, failed, queues)
+// so the worker logs it and fires its failure hooks, and short (when not
+// nil) for each queue whose claim took fewer rows than it asked for.
+func (e ext) Reserve(ctx context.Context, n int, queues []string, failed func(job *Job, cause error), short func(queue string)) ([]*Job, error) {
+	return e.q.reserve(ctx, n, failed, short, queues)
+}
+
+// ReadyQueues returns those of queues that hold a job a claim would take
+// now (due and unreserved, or reserved longer ago than retry_after), in
+// one statement of index probes (dialect.ReadyQueues).
+func (e ext) ReadyQueues(ctx context.Context, queues []string) ([]string, error) {
+	for _, name := range queues {
+		if err := checkQueueName(name); err != nil {
+			return nil, err
+		}
+	}
+	var ready []string
+	err := sqldb.Retry(ctx, func() (err error) {
+		ready, err = e.q.sql.ReadyQueues(ctx, e.q.db, queues, e.q.retryAfter)
+		return err
+	})
+	return ready, sqldb.Wrap("read which queues hold ready jobs", err)
 }
 
 // Unreserve gives back a held job without counting its attempt.

@@ -31,7 +31,7 @@ var ErrAttemptsExhausted = errors.New("dbqueue: the job was reserved as many tim
 // A row whose payload does not decode is moved to failed_jobs with the
 // decode error instead of being returned, so it never blocks the queue.
 func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, error) {
-	return q.reserve(ctx, n, nil, queues)
+	return q.reserve(ctx, n, nil, nil, queues)
 }
 
 // claimFailed hears a job Reserve moved to failed_jobs at claim time,
@@ -42,8 +42,10 @@ func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, e
 type claimFailed func(job *Job, cause error)
 
 // reserve is Reserve, telling failed (when not nil) of each job it
-// failed at claim time, so a worker can log it and fire its hooks.
-func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, queues []string) ([]*Job, error) {
+// failed at claim time, so a worker can log it and fire its hooks, and
+// short (when not nil) of each queue whose claim took fewer rows than it
+// asked for: a queue the claim found empty, or emptied.
+func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, short func(queue string), queues []string) ([]*Job, error) {
 	if n < 1 || n > maxReserve {
 		return nil, fmt.Errorf("dbqueue: Reserve(%d): n must be between 1 and %d", n, maxReserve)
 	}
@@ -55,7 +57,14 @@ func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, queues [
 		if err := checkQueueName(name); err != nil {
 			return jobs, err
 		}
-		got, err := q.reserveFrom(ctx, name, n-len(jobs), failed)
+		want := n - len(jobs)
+		got, claimed, err := q.reserveFrom(ctx, name, want, failed)
+		if afterClaim != nil {
+			afterClaim(q, name)
+		}
+		if err == nil && claimed < want && short != nil {
+			short(name)
+		}
 		if err != nil {
 			// Jobs already claimed from earlier queues are returned with
 			// the error so the caller can still finish them.
@@ -69,7 +78,13 @@ func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, queues [
 	return jobs, nil
 }
 
-func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed claimFailed) ([]*Job, error) {
+// afterClaim, when a test sets it, hears every claim statement reserve
+// runs, so a test can count them.
+var afterClaim func(q *Queue, queue string)
+
+// reserveFrom claims up to n jobs from queue; claimed counts the rows the
+// claim took, jobs among them that failed at claim time included.
+func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed claimFailed) (_ []*Job, claimed int, _ error) {
 	var rows []dialect.JobRow
 	// Taken before the claim, so the local deadline is never late, and a
 	// second early: the database stamps reserved_at in whole seconds, so it
@@ -80,8 +95,9 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed cla
 		return err
 	})
 	if err != nil {
-		return nil, sqldb.Wrap("reserve", err)
+		return nil, 0, sqldb.Wrap("reserve", err)
 	}
+	claimed = len(rows)
 	jobs := make([]*Job, 0, len(rows))
 	var failErr error
 	// One allocation for the claim's Jobs: the collector's work follows
@@ -108,9 +124,9 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed cla
 	slices.SortFunc(jobs, compareJobs)
 	if failErr != nil {
 		// The bad rows stay reserved and come back after retry_after.
-		return jobs, fmt.Errorf("dbqueue: move malformed payloads to failed_jobs: %w", failErr)
+		return jobs, claimed, fmt.Errorf("dbqueue: move malformed payloads to failed_jobs: %w", failErr)
 	}
-	return jobs, nil
+	return jobs, claimed, nil
 }
 
 // compareJobs orders a claim as the queue does: by availability, then id.

@@ -107,7 +107,7 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	for {
 		got, err := w.ext.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
 			claimFailed = append(claimFailed, &Result{Job: job, Err: cause})
-		})
+		}, nil)
 		jobs = append(jobs, got...)
 		if err != nil {
 			if len(jobs) == 0 {

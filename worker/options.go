@@ -38,13 +38,24 @@ const maxSlots = 1 << 20
 type Options struct {
 	// Queues are read in priority order (--queue=high,default). Default:
 	// the queue's default queue.
+	//
+	// With more than 16 active queues (of Queues, or of QueueWeights), a
+	// claim does not read them one by one: the worker reads which of them
+	// hold a job a claim would take, in one statement, and claims from
+	// those only (see docs/scaling.md, "Many queues under one weighted
+	// worker"). A job pushed by another process to a queue that set left
+	// out is claimed within max(500 ms, 20 × that read's time) while the
+	// worker is busy, and at the next poll when it is idle.
 	Queues []string
 	// QueueWeights turns Queues' strict priority into shares: each claim
 	// reads first a queue picked in proportion to its weight (a:3, b:1 puts
 	// a first in 3 claims of every 4, b in the other), then the others, so
 	// no queue starves behind a busy one and an empty one costs nothing. A
 	// queue of Queues with no weight weighs 1; with Queues empty, the
-	// weighted queues are served. Default: none, strict priority (Laravel's
+	// weighted queues are served. Queues that hold no job a claim would
+	// take (paused or empty ones, the latter known as such above 16
+	// active queues) take no turn: the others share the claims by their
+	// own weights. Default: none, strict priority (Laravel's
 	// --queue=high,default).
 	QueueWeights map[string]int
 	// Concurrency is how many jobs run at once (Laravel runs one per

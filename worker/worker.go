@@ -111,7 +111,12 @@ type run struct {
 
 	restartAt atomic.Int64
 	paused    atomic.Pointer[map[string]bool]
-	overMem   atomic.Bool
+	// active caches the active queues of the paused set it was made for.
+	active atomic.Pointer[activeQueues]
+	// readySet is the queues to claim from when more than manyQueues
+	// are active (ready.go).
+	readySet readySet
+	overMem  atomic.Bool
 
 	done     *completer
 	releases *releaser
@@ -301,8 +306,10 @@ func (r *run) watch(ctx context.Context, restartAt int64) {
 			}
 			if !maps.Equal(*r.paused.Load(), sig.paused) {
 				news = true
+				// Stored only when changed: the active queues, and the
+				// ready set read for them, are kept until then.
+				r.paused.Store(&sig.paused)
 			}
-			r.paused.Store(&sig.paused)
 		} else if ctx.Err() == nil {
 			r.w.log.Warn("cannot read worker signals", "error", err)
 		}
@@ -435,7 +442,8 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 		if fn := o.Events.Looping; fn != nil {
 			fn(ctx)
 		}
-		queues := r.activeQueues()
+		active := r.activeQueues()
+		queues := *active
 		if pf.update(r.processed.Load(), time.Now()) {
 			capacity, minBatch = pf.capacity()
 		}
@@ -448,9 +456,18 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			c := claim{n: n, idleBefore: r.busy() == 0 && outstanding == 0, reservedBefore: r.reserved.Load(), failedBefore: failed}
 			outstanding++
 			claiming += n
-			order := r.w.weights.order(queues)
+			var order []string
+			if len(queues) <= manyQueues {
+				order = r.w.weights.order(queues)
+			} else {
+				select {
+				case <-r.wake:
+					r.readySet.wake()
+				default:
+				}
+			}
 			go func() {
-				c.jobs, c.err = r.reserve(ctx, int(n), order)
+				c.jobs, c.err = r.claim(ctx, int(n), active, order)
 				results <- c
 			}()
 			continue
@@ -531,14 +548,51 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 	}
 }
 
+// claim reserves up to n jobs from the active queues: from order, the
+// weights' order of all of them, when they are few (manyQueues or fewer);
+// otherwise from the ready set (ready.go) alone, in the weights' order of
+// the queues in it. A claim that takes nothing from a set it did not read
+// itself reads the set and claims again, so an empty claim means that no
+// active queue held a job a claim would take.
+func (r *run) claim(ctx context.Context, n int, active *[]string, order []string) ([]*dbqueue.Job, error) {
+	if len(*active) <= manyQueues {
+		return r.reserve(ctx, n, order, nil)
+	}
+	force := false
+	for {
+		queues, gen, fresh, err := r.readySet.take(ctx, active, force, r.readyQueues)
+		if err != nil {
+			return nil, err
+		}
+		if len(queues) > 0 {
+			jobs, err := r.reserve(ctx, n, r.w.weights.order(queues), func(q string) { r.readySet.drop(gen, q) })
+			if err != nil || len(jobs) > 0 {
+				return jobs, err
+			}
+		}
+		if fresh {
+			return nil, nil
+		}
+		force = true
+	}
+}
+
+// readyQueues reads which of queues hold a job a claim would take.
+func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error) {
+	rctx, cancel := context.WithTimeout(ctx, reserveTimeout)
+	defer cancel()
+	return r.w.ext.ReadyQueues(rctx, queues)
+}
+
 // reserve claims jobs without letting a cancellation cut the claim short:
 // a claim cancelled mid-flight may commit on the server with its reply
 // lost, leaving jobs held until retry_after. Jobs claimed as the worker
-// stops are given back at once instead.
-func (r *run) reserve(ctx context.Context, n int, queues []string) ([]*dbqueue.Job, error) {
+// stops are given back at once instead. short, when not nil, hears each
+// queue whose claim came back short.
+func (r *run) reserve(ctx context.Context, n int, queues []string, short func(queue string)) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.ext.Reserve(rctx, n, queues, r.claimFailed)
+	return r.w.ext.Reserve(rctx, n, queues, r.claimFailed, short)
 }
 
 // claimFailed reports a job the claim moved to failed_jobs without running
@@ -569,21 +623,36 @@ func (r *run) wait(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-r.freed:
 	case <-r.wake:
+		r.readySet.wake()
 	}
 }
 
-func (r *run) activeQueues() []string {
-	paused := *r.paused.Load()
-	if len(paused) == 0 {
-		return r.w.opts.Queues
+// activeQueues are the queues of Options.Queues not paused, for one set
+// of paused queues.
+type activeQueues struct {
+	paused *map[string]bool
+	queues []string
+}
+
+// activeQueues returns the queues not paused, in Options.Queues order: the
+// same pointer until the paused queues change, which tells the ready set
+// that its queues are still the ones to serve.
+func (r *run) activeQueues() *[]string {
+	paused := r.paused.Load()
+	if a := r.active.Load(); a != nil && a.paused == paused {
+		return &a.queues
 	}
-	var active []string
-	for _, q := range r.w.opts.Queues {
-		if !paused[q] {
-			active = append(active, q)
+	a := &activeQueues{paused: paused, queues: r.w.opts.Queues}
+	if len(*paused) > 0 {
+		a.queues = nil
+		for _, q := range r.w.opts.Queues {
+			if !(*paused)[q] {
+				a.queues = append(a.queues, q)
+			}
 		}
 	}
-	return active
+	r.active.Store(a)
+	return &a.queues
 }
 
 // runner runs jobs from the ready channel on sl until it is closed, then

@@ -32,6 +32,12 @@ type Dialect interface {
 	// reserved_at now, attempts + 1 (never past MaxAttempts) and a new
 	// reservation token.
 	Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error)
+	// ReadyQueues returns those of queues (in the order the database
+	// lists them) that hold a row Claim would take with retryAfter: one
+	// statement of index probes, one per name and arm, never a read of a
+	// queue's backlog (ready.go). A worker serving many queues asks it
+	// instead of running a claim per empty queue.
+	ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error)
 	// DeleteHeld deletes the rows still held by the reservations given,
 	// and returns those it deleted; the error history of those whose
 	// tokens are Marked goes with them, in the same statement or

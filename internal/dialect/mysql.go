@@ -26,6 +26,8 @@ type mysql struct {
 	due, fromCursor, fromStart string
 	// claimCursors holds each queue's cursor.
 	claimCursors
+	// ready is ReadyQueues' statement, built on first use (ready.go).
+	ready mysqlReady
 }
 
 func newMySQL(t Tables, srv MySQLServer) *mysql {

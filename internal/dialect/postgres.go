@@ -40,6 +40,8 @@ type postgres struct {
 	// releaseErrA is releaseA that also writes the errors of the rows it
 	// released to their history, in the same statement (see history.go).
 	releaseErrA string
+	// readyQueues is ReadyQueues' statement (ready.go).
+	readyQueues string
 }
 
 // newPostgres builds the dialect; zoneless says failed_at is a timestamp
@@ -91,6 +93,8 @@ FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS 
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.deleteOneH, p.deleteAH = c.withHistory(p.deleteOne), c.withHistory(p.deleteA)
+	readyArm, expiredArm := c.readyArms("q.name")
+	p.readyQueues = sqldb.Rebind("SELECT q.name FROM unnest(?::text[]) AS q(name) WHERE " + readyArm + " OR " + expiredArm)
 	e := c.errorsTable()
 	p.releaseErrA = `WITH rel AS (UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload),

@@ -17,6 +17,8 @@ import (
 type sqlite struct {
 	*common
 	claim string
+	// readyQueues is ReadyQueues' statement (ready.go).
+	readyQueues string
 }
 
 func newSQLite(t Tables) *sqlite {
@@ -34,6 +36,8 @@ WHERE id IN (
   SELECT id FROM (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + `)
   LIMIT ?)
 RETURNING ` + claimColumns
+	readyArm, expiredArm := c.readyArms("q.value")
+	s.readyQueues = "SELECT q.value FROM json_each(?) AS q WHERE " + readyArm + " OR " + expiredArm
 	return s
 }
 
