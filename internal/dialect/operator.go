@@ -331,6 +331,9 @@ func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, l
 // sumQuery is the statement of SumMetrics (byGroup false) or
 // SumMetricGroups (true), and its arguments.
 func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
+	if byGroup && r.Top > 0 && c.name != "mysql" {
+		return c.topQuery(r)
+	}
 	var q strings.Builder
 	var args []any
 	q.WriteString("SELECT ")
@@ -372,6 +375,42 @@ func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
 	default:
 		q.WriteString(" GROUP BY 1 ORDER BY 1")
 	}
+	return c.rebind(q.String()), args
+}
+
+// topQuery is SumMetricGroups with r.Top on PostgreSQL and SQLite: it
+// ranks the groups by three sums and keeps r.Top of them (with the number
+// of groups, counted over the grouped rows before the LIMIT), then sums
+// every column for those only, rather than 51 sums for every group of the
+// range: on 10,000 groups, a third of the time. MariaDB runs the join
+// back as a scan of the range per kept group (seconds at times), so
+// MySQL ranks and sums in one pass.
+func (c *common) topQuery(r MetricsRange) (string, []any) {
+	table := c.metricsTable()
+	if r.Hourly {
+		table = c.hourlyTable()
+	}
+	rank := func(p string) string {
+		return c.sumInt(p+"processed") + " + " + c.sumInt(p+"failed") + " + " + c.sumInt(p+"released") + " DESC, " + p + "queue, " + p + "kind"
+	}
+	var q strings.Builder
+	args := []any{r.From, r.To}
+	q.WriteString("SELECT m.queue, m.kind, t.n")
+	for _, col := range metricCounts {
+		q.WriteString(", " + c.sumInt("m."+col))
+	}
+	q.WriteString(" FROM " + table + " m JOIN (SELECT queue, kind, COUNT(*) OVER () AS n FROM " + table + " WHERE bucket >= ? AND bucket < ?")
+	if r.Queue != "" {
+		q.WriteString(" AND queue = ?")
+		args = append(args, r.Queue)
+	}
+	if r.Kind != "" {
+		q.WriteString(" AND kind = ?")
+		args = append(args, r.Kind)
+	}
+	q.WriteString(" GROUP BY queue, kind ORDER BY " + rank("") + " LIMIT ?) t ON m.queue = t.queue AND m.kind = t.kind" +
+		" WHERE m.bucket >= ? AND m.bucket < ? GROUP BY m.queue, m.kind, t.n ORDER BY " + rank("m."))
+	args = append(args, r.Top, r.From, r.To)
 	return c.rebind(q.String()), args
 }
 
