@@ -29,12 +29,21 @@ type MetricsQuery struct {
 	// empty: all.
 	Queue, Kind string
 	// Step is the length of each point, rounded up to whole minutes
-	// (default one minute). At most MaxMetricsPoints steps fit.
+	// (default one minute). At most MaxMetricsPoints steps fit. A Step
+	// of whole hours reads the hourly rows (migration 00011), 60 times
+	// fewer than the minutes, and moves the range out to whole hours.
 	Step time.Duration
 	// NoGroups skips the per queue and kind sums (Metrics.Groups stays
 	// empty; Total is summed from the points): for a chart, whose read
 	// then does not grow with the number of queues and kinds.
 	NoGroups bool
+	// TopGroups, when positive, keeps only the TopGroups queue and kind
+	// pairs that finished the most jobs (processed, failed and released)
+	// in Metrics.Groups, busiest first; Metrics.Other sums the rest and
+	// OtherGroups counts them. The database still groups every pair, but
+	// returns at most TopGroups rows: a table of the busiest stays cheap
+	// with 10,000 queues. Zero: every pair, sorted by queue and kind.
+	TopGroups int
 }
 
 // MetricsPoint is what workers did in one step, summed over every worker
@@ -95,21 +104,28 @@ type MetricsGroup struct {
 
 // Metrics is a range of recorded metrics.
 type Metrics struct {
-	// Since and Until are the range read, on whole minutes; Step the
-	// length of each point.
+	// Since and Until are the range read, on whole minutes (whole hours
+	// when Step is); Step the length of each point.
 	Since, Until time.Time
 	Step         time.Duration
 	// Points has one entry per step from Since, empty steps included.
 	Points []MetricsPoint
-	// Total sums the range; Groups sums it per queue and kind, sorted.
+	// Total sums the range; Groups sums it per queue and kind, sorted
+	// by them, or the busiest first with MetricsQuery.TopGroups.
 	Total  MetricsPoint
 	Groups []MetricsGroup
+	// Other sums the OtherGroups pairs that MetricsQuery.TopGroups left
+	// out of Groups (zero without TopGroups).
+	Other       MetricsPoint
+	OtherGroups int
 }
 
 // Metrics reads what workers recorded, summed over every worker process
 // in SQL: two grouped reads of the metrics table's primary key range,
 // however many processes and minutes. Workers record metrics by default
 // (worker.Options.MetricsInterval); the table comes with migration 00009.
+// A Step of whole hours reads the hourly table of migration 00011, whose
+// rows are the sums of the minutes' (the minutes, where it is missing).
 func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
 	op, err := dialect.OperatorOf(q.sql)
 	if err != nil {
@@ -141,15 +157,24 @@ func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
 	if mq.Step > 0 {
 		step = (int64((mq.Step+time.Second-1)/time.Second) + 59) / 60 * 60
 	}
-	from := floorMinute(since.Unix())
-	to := floorMinute(until.Unix() + 59)
+	unit := int64(60)
+	if step%3600 == 0 {
+		unit = 3600
+	}
+	from := floorTo(since.Unix(), unit)
+	to := floorTo(until.Unix()+unit-1, unit)
 	n := (to - from + step - 1) / step
 	if n > MaxMetricsPoints {
 		return Metrics{}, fmt.Errorf("dbqueue: Metrics: %d steps of %v from %v to %v: at most %d fit; raise Step or narrow the range",
 			n, time.Duration(step)*time.Second, since, until, MaxMetricsPoints)
 	}
-	r := dialect.MetricsRange{From: from, To: to, Step: step, Queue: mq.Queue, Kind: mq.Kind}
+	r := dialect.MetricsRange{From: from, To: to, Step: step, Queue: mq.Queue, Kind: mq.Kind, Hourly: unit == 3600, Top: max(mq.TopGroups, 0)}
 	steps, err := op.SumMetrics(ctx, q.db, r)
+	if err != nil && r.Hourly && sqldb.MissingTable(err) {
+		// Migration 00011 has not run: the minutes hold the same sums.
+		r.Hourly = false
+		steps, err = op.SumMetrics(ctx, q.db, r)
+	}
 	if err != nil {
 		return Metrics{}, sqldb.Wrap("metrics", err)
 	}
@@ -160,6 +185,9 @@ func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
 			return Metrics{}, sqldb.Wrap("metrics", err)
 		}
 	}
+	// With TopGroups, the total comes from the points (they cover the
+	// range), and what the groups read leave out is the rest.
+	fromPoints := mq.NoGroups || r.Top > 0
 	m := Metrics{
 		Since: time.Unix(from, 0), Until: time.Unix(to, 0), Step: time.Duration(step) * time.Second,
 		Points: make([]MetricsPoint, n),
@@ -170,7 +198,7 @@ func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
 	for i := range steps {
 		if k := steps[i].Group; k >= 0 && k < n {
 			m.Points[k].add(&steps[i].MetricRow)
-			if mq.NoGroups {
+			if fromPoints {
 				m.Total.add(&steps[i].MetricRow)
 			}
 		}
@@ -179,21 +207,48 @@ func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
 		m.Points[i].quantiles()
 	}
 	m.Total.Start = m.Since
+	var shown MetricsPoint
 	for i := range groups {
 		g := MetricsGroup{Queue: groups[i].Queue, Kind: groups[i].Kind}
 		g.Start = m.Since
 		g.add(&groups[i].MetricRow)
 		g.quantiles()
 		m.Groups = append(m.Groups, g)
-		m.Total.add(&groups[i].MetricRow)
+		if fromPoints {
+			shown.add(&groups[i].MetricRow)
+		} else {
+			m.Total.add(&groups[i].MetricRow)
+		}
+	}
+	if r.Top > 0 && len(groups) > 0 {
+		m.OtherGroups = int(groups[0].Group) - len(groups)
+		m.Other = m.Total.minus(&shown)
+		m.Other.Start = m.Since
+		m.Other.quantiles()
 	}
 	m.Total.quantiles()
 	return m, nil
 }
 
-func floorMinute(unix int64) int64 {
-	if unix < 0 {
-		return (unix - 59) / 60 * 60
+// minus is p less o's counts, none below zero: the points and the groups
+// are two reads, and a worker's write between them can add to the groups
+// what the points did not see.
+func (p MetricsPoint) minus(o *MetricsPoint) MetricsPoint {
+	sub := func(a, b int64) int64 { return max(a-b, 0) }
+	p.Processed = sub(p.Processed, o.Processed)
+	p.Failed = sub(p.Failed, o.Failed)
+	p.Released = sub(p.Released, o.Released)
+	for i := range hist.Buckets {
+		p.runtime[i] = sub(p.runtime[i], o.runtime[i])
+		p.wait[i] = sub(p.wait[i], o.wait[i])
 	}
-	return unix / 60 * 60
+	return p
+}
+
+// floorTo is t rounded down to a multiple of unit.
+func floorTo(t, unit int64) int64 {
+	if t < 0 {
+		return (t - unit + 1) / unit * unit
+	}
+	return t / unit * unit
 }

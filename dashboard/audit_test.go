@@ -56,6 +56,7 @@ func seedOperatorView(t *testing.T, db *dbtest.DB) (processedInAll int) {
 	}
 	db.Exec(t, "INSERT INTO jobs_metrics (bucket, queue, kind, processed, failed, released, rt09, rt11, wt00, wt03) VALUES "+
 		strings.Join(rows, ", "))
+	db.RollUpMetrics(t)
 	started := time.Now().Add(-3 * time.Hour).Unix()
 	seen := time.Now().Unix()
 	db.Exec(t, fmt.Sprintf("INSERT INTO jobs_workers (id, name, host, pid, version, queues, concurrency, running, processed, started_at, last_seen, expires_at) VALUES "+

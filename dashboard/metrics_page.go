@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -28,8 +27,9 @@ var spans = []span{
 	{"week", "Last week", 7 * 24 * time.Hour, 2 * time.Hour},
 }
 
-// maxGroupRows bounds the per queue and kind table: the busiest rows are
-// shown, and the page says how many it left out.
+// maxGroupRows bounds the per queue and kind table: the database returns
+// the busiest rows (MetricsQuery.TopGroups) and one sum of the rest, which
+// the table shows as its last row.
 const maxGroupRows = 200
 
 // groupRow is one queue and kind's line of the metrics table.
@@ -49,7 +49,9 @@ type metricsData struct {
 	Total             groupRow
 	Charts            []chart
 	Groups            []groupRow
-	GroupsLeftOut     int
+	// Other sums the GroupsLeftOut quieter pairs the table leaves out.
+	Other         groupRow
+	GroupsLeftOut int
 	// Filter is the query string of the queue and kind filters, for the
 	// range links.
 	Filter string
@@ -74,26 +76,24 @@ func (d *Dashboard) metricsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	data.Filter = filter.Encode()
-	m, err := d.q.Metrics(r.Context(), dbqueue.MetricsQuery{Window: sp.Window, Step: sp.Step, Queue: data.Queue, Kind: data.Kind})
+	m, err := d.q.Metrics(r.Context(), dbqueue.MetricsQuery{Window: sp.Window, Step: sp.Step, Queue: data.Queue, Kind: data.Kind,
+		TopGroups: maxGroupRows})
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	data.Charts = metricCharts(m, "m")
 	data.Total = newGroupRow("", "", m.Total.Processed, m.Total.Failed, m.Total.Released, m.Total, m.Until.Sub(m.Since))
+	// The busiest first, as the database ranked them.
 	rows := make([]groupRow, 0, len(m.Groups))
 	for _, g := range m.Groups {
 		rows = append(rows, newGroupRow(g.Queue, g.Kind, g.Processed, g.Failed, g.Released, g.MetricsPoint, m.Until.Sub(m.Since)))
 	}
-	// The busiest first; the table is cut at maxGroupRows.
-	slices.SortStableFunc(rows, func(a, b groupRow) int {
-		return cmp.Compare(b.Processed+b.Failed+b.Released, a.Processed+a.Failed+a.Released)
-	})
-	if len(rows) > maxGroupRows {
-		data.GroupsLeftOut = len(rows) - maxGroupRows
-		rows = rows[:maxGroupRows]
-	}
 	data.Groups = rows
+	if m.OtherGroups > 0 {
+		data.GroupsLeftOut = m.OtherGroups
+		data.Other = newGroupRow("", "", m.Other.Processed, m.Other.Failed, m.Other.Released, m.Other, m.Until.Sub(m.Since))
+	}
 	d.render(w, r, http.StatusOK, "metrics", d.view(w, r, "Metrics", "metrics", data))
 }
 

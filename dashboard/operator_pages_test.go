@@ -36,6 +36,7 @@ func TestMetricsPage(t *testing.T) {
 		hostile := `<img src=x onerror=alert(1)>`
 		db.Exec(t, fmt.Sprintf("INSERT INTO jobs_metrics (bucket, queue, kind, processed) VALUES (%d, '%s', '%s', 5)",
 			seededMinute()-3600*24*3, hostile, hostile))
+		db.RollUpMetrics(t) // the week reads hours
 
 		body := s.page("metrics")
 		if got := num(t, body, "m-processed"); got != fmt.Sprint(processed) {
@@ -67,6 +68,42 @@ func TestMetricsPage(t *testing.T) {
 		}
 		if code, body := s.get("metrics?range=year"); code != http.StatusBadRequest || !strings.Contains(body, "use hour, day or week") {
 			t.Errorf("range=year: %d %.300s", code, body)
+		}
+	})
+}
+
+// TestMetricsPageOtherGroups: past 200 queue and kind pairs, the table
+// shows the 200 busiest, busiest first, and a last row that sums and
+// counts the rest.
+func TestMetricsPageOtherGroups(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		s := serve(t, db.Queue(t), dashboard.Options{})
+		var rows []string
+		for i := range 203 {
+			rows = append(rows, fmt.Sprintf("(%d, 'q%03d', 'k', %d)", seededMinute()-60, i, i+1))
+		}
+		db.Exec(t, "INSERT INTO jobs_metrics (bucket, queue, kind, processed) VALUES "+strings.Join(rows, ", "))
+		db.RollUpMetrics(t)
+		for _, page := range []string{"metrics", "metrics?range=week"} {
+			body := s.page(page)
+			if n := strings.Count(body, `<tr data-queue=`); n != 200 {
+				t.Errorf("%s: %d rows of pairs, want 200", page, n)
+			}
+			if i, j := strings.Index(body, `data-queue="q202"`), strings.Index(body, `data-queue="q201"`); i < 0 || j < i {
+				t.Errorf("%s: the busiest pair (q202) is not first", page)
+			}
+			if strings.Contains(body, `data-queue="q002"`) {
+				t.Errorf("%s: a quiet pair (q002) is in the table", page)
+			}
+			at := strings.Index(body, `id="metrics-other"`)
+			if at < 0 {
+				t.Fatalf("%s: no row for the other pairs", page)
+			}
+			other := body[at:]
+			wantContains(t, page+" other row", other, "3 other queue and kind pairs", `<td class="n processed">6</td>`)
+			if got := num(t, body, "m-processed"); got != fmt.Sprint(203*204/2) {
+				t.Errorf("%s: %s processed in all, want %d", page, got, 203*204/2)
+			}
 		}
 	})
 }

@@ -14,3 +14,11 @@ func (t Tables) WorkersTable() string { return t.qualify(t.withDefaults().Jobs +
 // worker.Options.HistoryRetention is set (migration 00009):
 // <jobs>_history, schema-qualified when Schema is set.
 func (t Tables) HistoryTable() string { return t.qualify(t.withDefaults().Jobs + "_history") }
+
+// MetricsHourlyTable is the table of per-hour job counts and timings
+// (migration 00011): <jobs>_metrics_hourly, schema-qualified when Schema
+// is set. Workers add to it and to MetricsTable in one transaction, so
+// long ranges read an hour's row instead of its 60 minutes.
+func (t Tables) MetricsHourlyTable() string {
+	return t.qualify(t.withDefaults().Jobs + "_metrics_hourly")
+}

@@ -169,6 +169,7 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Jobs", t.Jobs + "_limits"},
 		{"Jobs", t.Jobs + "_locks"},
 		{"Jobs", t.Jobs + "_metrics"},
+		{"Jobs", t.Jobs + "_metrics_hourly"},
 		{"Jobs", t.Jobs + "_workers"},
 		{"Jobs", t.Jobs + "_history_finished_idx"},
 		{"Jobs", t.errorsName() + "_uuid"},

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -206,6 +207,66 @@ func TestMetricsCarriedOverFailedWrite(t *testing.T) {
 		}
 		if n := db.Count(t, "SELECT SUM(processed) FROM jobs_metrics"); n != 7 {
 			t.Fatalf("%d processed in the table, want 7 (counted once)", n)
+		}
+	})
+}
+
+// On a schema without migration 00011's hourly table, a worker works its
+// jobs and writes neither the minutes nor the hours (one transaction): it
+// logs that migrate up is due and keeps its counts, which land in both
+// tables once the table is there, counted once, each hour's row the sum
+// of its minutes' rows column for column.
+func TestMetricsWaitForHourlyTable(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		w, logs := newWorker(t, q, worker.Options{MetricsInterval: 30 * time.Millisecond})
+		w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { return nil })
+		db.Exec(t, "ALTER TABLE jobs_metrics_hourly RENAME TO jobs_metrics_hourly_away")
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		pushN(t, q, 7, dbqueue.NewJob{Name: "n"})
+		waitFor(t, "the queue to empty", func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
+		waitFor(t, "a failed write", func() bool { return strings.Contains(logs.String(), "cannot write metrics") })
+		if l := logs.String(); !strings.Contains(l, "00011") || !strings.Contains(l, "run migrate up") {
+			t.Errorf("the warning does not say to run migrate up for 00011:\n%s", l)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs_metrics"); n != 0 {
+			t.Fatalf("%d minute rows written without their hours", n)
+		}
+		db.Exec(t, "ALTER TABLE jobs_metrics_hourly_away RENAME TO jobs_metrics_hourly")
+		waitFor(t, "the carried counts", func() bool {
+			return db.Count(t, "SELECT COALESCE(SUM(processed), 0) FROM jobs_metrics_hourly") == 7
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := db.Count(t, "SELECT SUM(processed) FROM jobs_metrics"); n != 7 {
+			t.Fatalf("%d processed in the minutes, want 7 (counted once)", n)
+		}
+		if n := strings.Count(logs.String(), "cannot write metrics"); n != 1 {
+			t.Errorf("the failure was logged %d times, want once", n)
+		}
+		// Every hour's row is the sum of its minutes, in every column.
+		cols := []string{"processed", "failed", "released"}
+		for i := range 24 {
+			cols = append(cols, fmt.Sprintf("rt%02d", i), fmt.Sprintf("wt%02d", i))
+		}
+		for _, c := range cols {
+			diff := db.Count(t, "SELECT COUNT(*) FROM jobs_metrics_hourly h WHERE h."+c+" <> (SELECT COALESCE(SUM(m."+c+"), 0) FROM jobs_metrics m"+
+				" WHERE m.queue = h.queue AND m.kind = h.kind AND m.bucket >= h.bucket AND m.bucket < h.bucket + 3600)")
+			if diff != 0 {
+				t.Errorf("column %s: %d hours differ from their minutes", c, diff)
+			}
+		}
+		var waits []string
+		for i := range 24 {
+			waits = append(waits, fmt.Sprintf("SUM(wt%02d)", i))
+		}
+		if n := db.Count(t, "SELECT "+strings.Join(waits, " + ")+" FROM jobs_metrics_hourly"); n != 7 {
+			t.Errorf("%d waits in the hours, want 7", n)
 		}
 	})
 }

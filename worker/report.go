@@ -167,7 +167,7 @@ func (rp *reporter) report(errs []error, last bool) {
 	case first != nil && !rp.failing:
 		rp.failing = true
 		if sqldb.MissingTable(first) {
-			log.Warn("cannot write metrics and heartbeat: the tables of migration 00009 are missing; run migrate up, or set Options.MetricsInterval negative", "error", first)
+			log.Warn("cannot write metrics and heartbeat: a table of migration 00009 or 00011 (<jobs>_metrics, _metrics_hourly, _workers) is missing; run migrate up, or set Options.MetricsInterval negative; counts are kept and written once it ran", "error", first)
 		} else {
 			log.Warn("cannot write metrics and heartbeat; counts are kept and written later", "error", first)
 		}
@@ -177,7 +177,9 @@ func (rp *reporter) report(errs []error, last bool) {
 	}
 }
 
-// flush writes the counts drained since the last write that succeeded.
+// flush writes the counts drained since the last write that succeeded:
+// to the minute's rows and the hour's, in one transaction (AddMetrics),
+// so a crash or a missing hourly table leaves both or neither.
 func (rp *reporter) flush(ctx context.Context) error {
 	rp.rec.drain(rp.pending)
 	if len(rp.pending) == 0 {

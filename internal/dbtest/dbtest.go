@@ -433,3 +433,12 @@ func (b *lockedBuffer) tail() string {
 	}
 	return s
 }
+
+// RollUpMetrics makes jobs_metrics_hourly the sums of the jobs_metrics
+// rows, as workers keep it: for tests that insert minutes by hand and
+// read a range in whole hours.
+func (db *DB) RollUpMetrics(t testing.TB) {
+	t.Helper()
+	db.Exec(t, "DELETE FROM jobs_metrics_hourly")
+	db.Exec(t, dialect.RollUpMetricsText(db.sql()))
+}

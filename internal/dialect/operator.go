@@ -21,16 +21,23 @@ import (
 // transaction pooler (PgBouncer).
 type Operator interface {
 	// AddMetrics adds rows to the metrics of the current minute of the
-	// database clock: each row's counts are added to those already
-	// there, so processes writing the same minute sum up.
+	// database clock, and to those of its hour (migration 00011), in one
+	// transaction: each row's counts are added to those already there,
+	// so processes writing the same minute sum up, and an hour's row is
+	// the sum of its minutes' rows. Without the hourly table it fails
+	// and writes nothing.
 	AddMetrics(ctx context.Context, db sqldb.DB, rows []MetricRow) error
 	// PruneMetrics deletes at most limit minutes older than age seconds,
-	// oldest first, and returns how many rows went.
+	// oldest first, and at most limit hours whose last minute is that
+	// old; it returns the larger of the two counts.
 	PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error)
-	// SumMetrics sums the minutes of r by step: Group is the step's index
-	// from r.From.
+	// SumMetrics sums the minutes (hours, with r.Hourly) of r by step:
+	// Group is the step's index from r.From.
 	SumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange) ([]MetricSum, error)
-	// SumMetricGroups sums the minutes of r by queue and kind.
+	// SumMetricGroups sums the minutes (hours, with r.Hourly) of r by
+	// queue and kind, sorted by them; with r.Top, only the r.Top groups
+	// that finished most jobs, busiest first, each with Group set to the
+	// number of groups in all.
 	SumMetricGroups(ctx context.Context, ex sqldb.Execer, r MetricsRange) ([]MetricSum, error)
 
 	// Beat upserts w's heartbeat row: seen now, expiring ttl seconds from
@@ -79,10 +86,14 @@ type MetricSum struct {
 }
 
 // MetricsRange selects minutes: From <= bucket < To, of one queue and
-// kind when set, summed Step seconds at a time.
+// kind when set, summed Step seconds at a time. Hourly reads the hourly
+// table instead: From, To and Step must then be whole hours. Top, when
+// positive, limits SumMetricGroups to the busiest Top groups.
 type MetricsRange struct {
 	From, To, Step int64
 	Queue, Kind    string
+	Hourly         bool
+	Top            int
 }
 
 // WorkerRow is a heartbeat row. Queues is a JSON array.
@@ -110,6 +121,7 @@ type HistoryFilter struct {
 }
 
 func (c *common) metricsTable() string { return c.tables.JobsTable() + "_metrics" }
+func (c *common) hourlyTable() string  { return c.tables.JobsTable() + "_metrics_hourly" }
 func (c *common) workersTable() string { return c.tables.JobsTable() + "_workers" }
 func (c *common) historyTable() string { return c.tables.JobsTable() + "_history" }
 
@@ -169,13 +181,86 @@ func (c *common) sumInt(col string) string {
 	return "SUM(" + col + ")"
 }
 
-// AddMetrics is one multi-row upsert per chunk. The rows go in the
-// caller's order: callers sort them, so two processes adding the same
-// minute lock its rows in one order and cannot deadlock.
+// AddMetrics reads the database clock, then, in one transaction, makes
+// one multi-row upsert per chunk into the minute's rows and one into the
+// hour's: BEGIN, SELECT, two upserts, COMMIT for up to metricChunk rows.
+// Both buckets come from the one read of the clock, so a write at the
+// end of an hour cannot put a minute in one hour and its counts in the
+// next. The rows go in the caller's order: callers sort them, so two
+// processes adding the same minute lock its rows, then the hour's, in
+// one order and cannot deadlock.
 func (c *common) AddMetrics(ctx context.Context, db sqldb.DB, rows []MetricRow) error {
-	bucket := c.intDiv(c.now, "60") + " * 60"
-	row := "(" + bucket + ", ?, ?" + strings.Repeat(", ?", len(metricCounts)) + ")"
-	head := "INSERT INTO " + c.metricsTable() + " AS m (bucket, queue, kind, " + strings.Join(metricCounts, ", ") + ") VALUES "
+	return c.addMetrics(ctx, db, nil, rows)
+}
+
+// addMetrics is AddMetrics at the time *at, or the database's now when
+// at is nil.
+func (c *common) addMetrics(ctx context.Context, db sqldb.DB, at *int64, rows []MetricRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		var now int64
+		if at != nil {
+			now = *at
+		} else {
+			var err error
+			if now, err = c.DBNow(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if err := c.upsertMetrics(ctx, tx, c.metricsTable(), floorTo(now, 60), rows); err != nil {
+			return err
+		}
+		return c.upsertMetrics(ctx, tx, c.hourlyTable(), floorTo(now, 3600), rows)
+	})
+}
+
+// AddMetricsAt is d's AddMetrics as if the database clock read at, for
+// tests that write minutes and hours other than the current ones through
+// the statements workers run.
+func AddMetricsAt(ctx context.Context, d Dialect, db sqldb.DB, at int64, rows []MetricRow) error {
+	type adder interface {
+		addMetrics(context.Context, sqldb.DB, *int64, []MetricRow) error
+	}
+	a, ok := d.(adder)
+	if !ok {
+		return errors.New("dbqueue: this dialect has no metrics tables")
+	}
+	return a.addMetrics(ctx, db, &at, rows)
+}
+
+// RollUpMetricsText is the statement that fills d's empty hourly table
+// from its minutes, as migration 00011 does: for tests that insert
+// minute rows by hand.
+func RollUpMetricsText(d Dialect) string {
+	c, ok := d.(interface{ base() *common })
+	if !ok {
+		return ""
+	}
+	b := c.base()
+	hour := b.intDiv("bucket", "3600") + " * 3600"
+	var sums []string
+	for _, col := range metricCounts {
+		sums = append(sums, b.sumInt(col))
+	}
+	return "INSERT INTO " + b.hourlyTable() + " (bucket, queue, kind, " + strings.Join(metricCounts, ", ") + ") SELECT " +
+		hour + ", queue, kind, " + strings.Join(sums, ", ") + " FROM " + b.metricsTable() + " GROUP BY " + hour + ", queue, kind"
+}
+
+// floorTo is t rounded down to a multiple of unit.
+func floorTo(t, unit int64) int64 {
+	if t < 0 {
+		return (t - unit + 1) / unit * unit
+	}
+	return t / unit * unit
+}
+
+// upsertMetrics adds rows to table's rows of bucket, metricChunk rows a
+// statement.
+func (c *common) upsertMetrics(ctx context.Context, ex sqldb.Execer, table string, bucket int64, rows []MetricRow) error {
+	row := "(?, ?, ?" + strings.Repeat(", ?", len(metricCounts)) + ")"
+	head := "INSERT INTO " + table + " AS m (bucket, queue, kind, " + strings.Join(metricCounts, ", ") + ") VALUES "
 	var set strings.Builder
 	if c.name == "mysql" {
 		head = strings.Replace(head, " AS m ", " ", 1)
@@ -195,54 +280,69 @@ func (c *common) AddMetrics(ctx context.Context, db sqldb.DB, rows []MetricRow) 
 			set.WriteString(col + " = m." + col + " + excluded." + col)
 		}
 	}
-	write := func(ex sqldb.Execer) error {
-		for rest := rows; len(rest) > 0; {
-			chunk := rest[:min(len(rest), metricChunk)]
-			rest = rest[len(chunk):]
-			var q strings.Builder
-			q.WriteString(head)
-			args := make([]any, 0, len(chunk)*(2+len(metricCounts)))
-			for i := range chunk {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString(row)
-				args = chunk[i].args(args)
+	for rest := rows; len(rest) > 0; {
+		chunk := rest[:min(len(rest), metricChunk)]
+		rest = rest[len(chunk):]
+		var q strings.Builder
+		q.WriteString(head)
+		args := make([]any, 0, len(chunk)*(3+len(metricCounts)))
+		for i := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
 			}
-			q.WriteString(set.String())
-			if _, err := ex.Exec(ctx, c.rebind(q.String()), args...); err != nil {
-				return err
-			}
+			q.WriteString(row)
+			args = append(args, bucket)
+			args = chunk[i].args(args)
 		}
-		return nil
+		q.WriteString(set.String())
+		if _, err := ex.Exec(ctx, c.rebind(q.String()), args...); err != nil {
+			return err
+		}
 	}
-	if len(rows) <= metricChunk {
-		return write(db)
-	}
-	// All chunks or none, so a write that fails can be repeated whole.
-	return sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error { return write(tx) })
+	return nil
 }
 
+// PruneMetrics deletes old minutes, then old hours: an hour goes once its
+// last minute (bucket + 3540) is older than age, so the hours never hold
+// less than the minutes left of them.
 func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error) {
-	t := c.metricsTable()
-	q := "DELETE FROM " + t + " WHERE (bucket, queue, kind) IN (SELECT bucket, queue, kind FROM " + t +
-		" WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?)"
-	if c.name == "mysql" {
-		// MySQL reads no LIMIT in an IN subquery, nor the table a DELETE
-		// deletes from; its DELETE takes ORDER BY and LIMIT itself.
-		q = "DELETE FROM " + t + " WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?"
+	var most int64
+	for _, p := range []struct {
+		table string
+		age   int64
+	}{{c.metricsTable(), age}, {c.hourlyTable(), age + 3540}} {
+		t := p.table
+		q := "DELETE FROM " + t + " WHERE (bucket, queue, kind) IN (SELECT bucket, queue, kind FROM " + t +
+			" WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?)"
+		if c.name == "mysql" {
+			// MySQL reads no LIMIT in an IN subquery, nor the table a DELETE
+			// deletes from; its DELETE takes ORDER BY and LIMIT itself.
+			q = "DELETE FROM " + t + " WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?"
+		}
+		res, err := ex.Exec(ctx, c.rebind(q), p.age, limit)
+		if err != nil {
+			return most, err
+		}
+		most = max(most, res.RowsAffected)
 	}
-	res, err := ex.Exec(ctx, c.rebind(q), age, limit)
-	return res.RowsAffected, err
+	return most, nil
 }
 
 // sumQuery is the statement of SumMetrics (byGroup false) or
 // SumMetricGroups (true), and its arguments.
 func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
+	if byGroup && r.Top > 0 && c.name != "mysql" {
+		return c.topQuery(r)
+	}
 	var q strings.Builder
 	var args []any
 	q.WriteString("SELECT ")
-	if byGroup {
+	top := byGroup && r.Top > 0
+	if top {
+		// The number of groups in all, counted over the grouped rows
+		// before the LIMIT.
+		q.WriteString("queue, kind, COUNT(*) OVER ()")
+	} else if byGroup {
 		q.WriteString("queue, kind")
 	} else {
 		q.WriteString(c.intDiv("bucket - ?", "?"))
@@ -251,7 +351,11 @@ func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
 	for _, col := range metricCounts {
 		q.WriteString(", " + c.sumInt(col))
 	}
-	q.WriteString(" FROM " + c.metricsTable() + " WHERE bucket >= ? AND bucket < ?")
+	table := c.metricsTable()
+	if r.Hourly {
+		table = c.hourlyTable()
+	}
+	q.WriteString(" FROM " + table + " WHERE bucket >= ? AND bucket < ?")
 	args = append(args, r.From, r.To)
 	if r.Queue != "" {
 		q.WriteString(" AND queue = ?")
@@ -261,11 +365,52 @@ func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
 		q.WriteString(" AND kind = ?")
 		args = append(args, r.Kind)
 	}
-	if byGroup {
+	switch {
+	case top:
+		q.WriteString(" GROUP BY queue, kind ORDER BY " + c.sumInt("processed") + " + " + c.sumInt("failed") + " + " + c.sumInt("released") +
+			" DESC, queue, kind LIMIT ?")
+		args = append(args, r.Top)
+	case byGroup:
 		q.WriteString(" GROUP BY queue, kind ORDER BY queue, kind")
-	} else {
+	default:
 		q.WriteString(" GROUP BY 1 ORDER BY 1")
 	}
+	return c.rebind(q.String()), args
+}
+
+// topQuery is SumMetricGroups with r.Top on PostgreSQL and SQLite: it
+// ranks the groups by three sums and keeps r.Top of them (with the number
+// of groups, counted over the grouped rows before the LIMIT), then sums
+// every column for those only, rather than 51 sums for every group of the
+// range: on 10,000 groups, a third of the time. MariaDB runs the join
+// back as a scan of the range per kept group (seconds at times), so
+// MySQL ranks and sums in one pass.
+func (c *common) topQuery(r MetricsRange) (string, []any) {
+	table := c.metricsTable()
+	if r.Hourly {
+		table = c.hourlyTable()
+	}
+	rank := func(p string) string {
+		return c.sumInt(p+"processed") + " + " + c.sumInt(p+"failed") + " + " + c.sumInt(p+"released") + " DESC, " + p + "queue, " + p + "kind"
+	}
+	var q strings.Builder
+	args := []any{r.From, r.To}
+	q.WriteString("SELECT m.queue, m.kind, t.n")
+	for _, col := range metricCounts {
+		q.WriteString(", " + c.sumInt("m."+col))
+	}
+	q.WriteString(" FROM " + table + " m JOIN (SELECT queue, kind, COUNT(*) OVER () AS n FROM " + table + " WHERE bucket >= ? AND bucket < ?")
+	if r.Queue != "" {
+		q.WriteString(" AND queue = ?")
+		args = append(args, r.Queue)
+	}
+	if r.Kind != "" {
+		q.WriteString(" AND kind = ?")
+		args = append(args, r.Kind)
+	}
+	q.WriteString(" GROUP BY queue, kind ORDER BY " + rank("") + " LIMIT ?) t ON m.queue = t.queue AND m.kind = t.kind" +
+		" WHERE m.bucket >= ? AND m.bucket < ? GROUP BY m.queue, m.kind, t.n ORDER BY " + rank("m."))
+	args = append(args, r.Top, r.From, r.To)
 	return c.rebind(q.String()), args
 }
 
@@ -292,7 +437,10 @@ func (c *common) sumMetrics(ctx context.Context, ex sqldb.Execer, r MetricsRange
 	for rows.Next() {
 		var s MetricSum
 		dest := s.dests(&s.Group)
-		if byGroup {
+		switch {
+		case byGroup && r.Top > 0:
+			dest = append([]any{&s.Queue, &s.Kind}, dest...)
+		case byGroup:
 			dest = append([]any{&s.Queue, &s.Kind}, dest[1:]...)
 		}
 		if err := rows.Scan(dest...); err != nil {

@@ -1,0 +1,81 @@
+package migrations_test
+
+import (
+	"io/fs"
+	"testing"
+	"testing/fstest"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/migrations"
+)
+
+// An installation at version 10 with minutes recorded upgrades to 00011:
+// the hourly table holds each hour's sums of those minutes, and down
+// drops it and leaves the minutes.
+func TestUpRollsUpRecordedMinutes(t *testing.T) {
+	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
+		all, err := migrations.FS(db.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		previous := fstest.MapFS{}
+		names, _ := fs.Glob(all, "*.sql")
+		for _, name := range names {
+			if name < "00011" {
+				data, _ := fs.ReadFile(all, name)
+				previous[name] = &fstest.MapFile{Data: data}
+			}
+		}
+		gd := map[dbqueue.Dialect]goose.Dialect{dbqueue.Postgres: goose.DialectPostgres, dbqueue.MySQL: goose.DialectMySQL, dbqueue.SQLite: goose.DialectSQLite3}[db.Dialect]
+		p, err := goose.NewProvider(gd, db.SQL, previous, goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Up(ctx); err != nil {
+			t.Fatalf("migrate to version 10: %v", err)
+		}
+		const hour = 1_800_000_000 / 3600 * 3600
+		for _, r := range []struct {
+			bucket          int64
+			queue           string
+			processed, rt23 int64
+		}{
+			{hour, "mail", 3, 1}, {hour + 60, "mail", 4, 0}, {hour + 3540, "mail", 5, 2},
+			{hour + 3600, "mail", 7, 0}, {hour + 60, "MAIL", 11, 0},
+		} {
+			db.Exec(t, "INSERT INTO jobs_metrics (bucket, queue, kind, processed, rt23) VALUES (?, ?, 'k', ?, ?)", r.bucket, r.queue, r.processed, r.rt23)
+		}
+		m, err := migrations.New(db.SQL, db.Dialect, migrations.WithLogger(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []struct {
+			bucket          int64
+			queue           string
+			processed, rt23 int
+		}{{hour, "mail", 12, 3}, {hour + 3600, "mail", 7, 0}, {hour, "MAIL", 11, 0}} {
+			if n := db.Count(t, "SELECT processed FROM jobs_metrics_hourly WHERE bucket = ? AND queue = ?", w.bucket, w.queue); n != w.processed {
+				t.Errorf("hour %d of %q: %d processed, want %d", w.bucket, w.queue, n, w.processed)
+			}
+			if n := db.Count(t, "SELECT rt23 FROM jobs_metrics_hourly WHERE bucket = ? AND queue = ?", w.bucket, w.queue); n != w.rt23 {
+				t.Errorf("hour %d of %q: rt23 %d, want %d", w.bucket, w.queue, n, w.rt23)
+			}
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs_metrics_hourly"); n != 3 {
+			t.Errorf("%d hourly rows, want 3", n)
+		}
+		if _, err := m.Down(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantTables(t, db, false, "jobs_metrics_hourly")
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs_metrics"); n != 5 {
+			t.Errorf("down left %d minutes, want 5", n)
+		}
+	})
+}
