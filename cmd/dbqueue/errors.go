@@ -51,6 +51,6 @@ var goAdvice = strings.NewReplacer(
 	"migrations: table name Failed", "migrations: -failed: table name",
 	"migrations: Jobs and Failed are both", "migrations: -jobs and -failed are both",
 	"migrations: Schema ", "migrations: -schema ",
-	"older than this dbqueue: run `go run github.com/dbqueue/dbqueue/cmd/migrate@latest up -dsn <your DSN>` (or `migrate up` if installed), or call migrations.Up",
+	sqldb.MigrateAdvice,
 	"older than this command: run `dbqueue migrate up` with the same -dsn, -jobs, -failed and -schema",
 )

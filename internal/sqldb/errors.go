@@ -11,7 +11,12 @@ import (
 // jobs and failed_jobs, or a table or column a later migration adds (the
 // metrics, workers, history and error-history tables). The error's text
 // carries the database's own message, which names the table.
-var ErrNoTables = errors.New("dbqueue: a table or column dbqueue needs (jobs, failed_jobs, or one a later migration adds) is missing: the schema is older than this dbqueue; run `go run github.com/dbqueue/dbqueue/cmd/migrate@latest up -dsn <your DSN>` (or `migrate up` if installed), or call migrations.Up")
+var ErrNoTables = errors.New("dbqueue: a table or column dbqueue needs (jobs, failed_jobs, or one a later migration adds) is missing: the schema is " + MigrateAdvice)
+
+// MigrateAdvice is ErrNoTables' advice to a Go program, kept whole in one
+// constant so that a command can swap it for its own (cmd/dbqueue says to
+// run `dbqueue migrate up` with its flags).
+const MigrateAdvice = "older than this dbqueue: run `go run github.com/dbqueue/dbqueue/cmd/migrate@latest up -dsn <your DSN>` (or `migrate up` if installed), or call migrations.Up"
 
 // Class is what an error means to dbqueue.
 type Class int
