@@ -20,7 +20,9 @@ const MaxMetricsPoints = 1500
 type MetricsQuery struct {
 	// Since and Until bound the minutes read: those that overlap
 	// [Since, Until). Zero Until is the database's now; zero Since is
-	// Until less Window.
+	// Window before the start of Until's own (last) minute, so the read
+	// is always the partial minute Until falls in and Window of whole
+	// minutes before it (61 points by default), whatever second it is.
 	Since, Until time.Time
 	// Window is how far back a zero Since reaches (default an hour).
 	Window time.Duration
@@ -148,7 +150,10 @@ func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
 		if window == 0 {
 			window = time.Hour
 		}
-		since = until.Add(-window)
+		// From the start of the minute that holds Until's last second:
+		// until.Add(-window) would overlap 61 minutes at most seconds and
+		// 60 at the 59th, and a chart's width would flicker.
+		since = time.Unix(floorTo(until.Unix()-1, 60), 0).Add(-window)
 	}
 	if !since.Before(until) {
 		return Metrics{}, fmt.Errorf("dbqueue: Metrics: Since %v is not before Until %v", since, until)

@@ -154,6 +154,15 @@ func TestMetricsSteps(t *testing.T) {
 		if m, err := q.Metrics(ctx, dbqueue.MetricsQuery{}); err != nil || len(m.Points) != 61 {
 			t.Fatalf("default range: %d points, %v; want 61 minutes", len(m.Points), err)
 		}
+		// Whatever second Until falls on (the 59th of a minute is an Until
+		// on the next minute's start), a zero Since gives Until's minute
+		// and the hour before it.
+		for _, until := range []int64{base, base + 1, base + 59} {
+			m, err := q.Metrics(ctx, dbqueue.MetricsQuery{Until: time.Unix(until, 0)})
+			if err != nil || len(m.Points) != 61 {
+				t.Errorf("Until %ds into a minute: %d points, %v; want 61 minutes", until-base, len(m.Points), err)
+			}
+		}
 		for _, c := range []struct {
 			mq   dbqueue.MetricsQuery
 			want string
