@@ -459,6 +459,9 @@ func TestLedgerThroughPgBouncer(t *testing.T) {
 	if n := db.Count(t, "SELECT COALESCE(SUM(processed), 0) FROM jobs_metrics"); n != len(committed) {
 		t.Errorf("the metrics count %d processed jobs, want %d", n, len(committed))
 	}
+	if n := db.Count(t, "SELECT COALESCE(SUM(processed), 0) FROM jobs_metrics_hourly"); n != len(committed) {
+		t.Errorf("the hourly metrics count %d processed jobs, want %d (the minutes' transaction writes both)", n, len(committed))
+	}
 	if n := db.Count(t, "SELECT count(*) FROM jobs_workers"); n != 0 {
 		t.Errorf("%d heartbeat rows left after every worker stopped", n)
 	}
