@@ -63,7 +63,7 @@ func (c *common) QueuesAfter(ctx context.Context, ex sqldb.Execer, after string,
 		// MariaDB reads a correlated MIN by scanning the index, but runs
 		// GROUP BY on the index's first column as a loose index scan
 		// ("Using index for group-by"): one entry per name.
-		err := c.eachRow2(ctx, ex, "SELECT queue FROM "+c.jobs+" WHERE queue > ? GROUP BY queue ORDER BY queue LIMIT "+strconv.Itoa(limit),
+		err := c.eachRow(ctx, ex, "SELECT queue FROM "+c.jobs+" WHERE queue > ? GROUP BY queue ORDER BY queue LIMIT "+strconv.Itoa(limit),
 			[]any{after}, func(scan func(...any) error) error {
 				var name string
 				if err := scan(&name); err != nil {
@@ -82,7 +82,7 @@ func (c *common) QueuesAfter(ctx context.Context, ex sqldb.Execer, after string,
   SELECT (SELECT MIN(queue) FROM ` + c.jobs + ` WHERE ` + cond + ` AND queue > names.queue), names.n + 1
   FROM names WHERE names.queue IS NOT NULL AND names.n < ` + strconv.Itoa(limit) + `
 ) SELECT queue FROM names WHERE queue IS NOT NULL`
-		err := c.eachRow2(ctx, ex, c.rebind(q), []any{after}, func(scan func(...any) error) error {
+		err := c.eachRow(ctx, ex, c.rebind(q), []any{after}, func(scan func(...any) error) error {
 			var name string
 			if err := scan(&name); err != nil {
 				return err
@@ -151,7 +151,7 @@ CROSS JOIN (SELECT COUNT(*) AS n, 0 AS r FROM (SELECT available_at FROM ` + c.jo
 				args = append(args, name)
 			}
 		}
-		err := c.eachRow2(ctx, ex, c.rebind(strings.Join(parts, "\nUNION ALL\n")), args, func(scan func(...any) error) error {
+		err := c.eachRow(ctx, ex, c.rebind(strings.Join(parts, "\nUNION ALL\n")), args, func(scan func(...any) error) error {
 			var (
 				i                                             int
 				due, dueRes, future, futureRes, reserved, now int64
@@ -226,7 +226,7 @@ FROM (SELECT reserved_at, available_at FROM `+c.jobs+` LIMIT `+lim+`) x`).Scan(&
 func (c *common) NewestFailed(ctx context.Context, ex sqldb.Execer, window int) (map[string]int64, int, error) {
 	out := map[string]int64{}
 	read := 0
-	err := c.eachRow2(ctx, ex, `SELECT queue, COUNT(*) FROM (SELECT queue FROM `+c.failed+` ORDER BY id DESC LIMIT `+
+	err := c.eachRow(ctx, ex, `SELECT queue, COUNT(*) FROM (SELECT queue FROM `+c.failed+` ORDER BY id DESC LIMIT `+
 		strconv.Itoa(window)+`) x GROUP BY queue`, nil, func(scan func(...any) error) error {
 		var (
 			name string
@@ -240,19 +240,4 @@ func (c *common) NewestFailed(ctx context.Context, ex sqldb.Execer, window int) 
 		return nil
 	})
 	return out, read, err
-}
-
-// eachRow2 is eachRow with arguments.
-func (c *common) eachRow2(ctx context.Context, ex sqldb.Execer, query string, args []any, fn func(scan func(...any) error) error) error {
-	rows, err := ex.Query(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }

@@ -395,7 +395,7 @@ func (c *common) SizesByQueue(ctx context.Context, ex sqldb.Execer) ([]QueueSize
   COALESCE(SUM(CASE WHEN available_at > `+c.now+` THEN 1 ELSE 0 END), 0),
   MIN(CASE WHEN available_at <= `+c.now+` THEN available_at END),
   `+c.now+`
-FROM `+c.jobs+` WHERE reserved_at IS NULL GROUP BY queue ORDER BY queue`, func(scan func(...any) error) error {
+FROM `+c.jobs+` WHERE reserved_at IS NULL GROUP BY queue ORDER BY queue`, nil, func(scan func(...any) error) error {
 		var (
 			s      QueueSizes
 			oldest sql.NullInt64
@@ -414,7 +414,7 @@ FROM `+c.jobs+` WHERE reserved_at IS NULL GROUP BY queue ORDER BY queue`, func(s
 		return nil, err
 	}
 	reserved := map[string]int64{}
-	err = c.eachRow(ctx, ex, "SELECT queue, COUNT(*) FROM "+c.jobs+" WHERE reserved_at IS NOT NULL GROUP BY queue",
+	err = c.eachRow(ctx, ex, "SELECT queue, COUNT(*) FROM "+c.jobs+" WHERE reserved_at IS NOT NULL GROUP BY queue", nil,
 		func(scan func(...any) error) error {
 			var (
 				name string
@@ -442,9 +442,9 @@ FROM `+c.jobs+` WHERE reserved_at IS NULL GROUP BY queue ORDER BY queue`, func(s
 	return out, nil
 }
 
-// eachRow runs a query and calls fn with each row's Scan.
-func (c *common) eachRow(ctx context.Context, ex sqldb.Execer, query string, fn func(scan func(...any) error) error) error {
-	rows, err := ex.Query(ctx, query)
+// eachRow runs a query with args and calls fn with each row's Scan.
+func (c *common) eachRow(ctx context.Context, ex sqldb.Execer, query string, args []any, fn func(scan func(...any) error) error) error {
+	rows, err := ex.Query(ctx, query, args...)
 	if err != nil {
 		return err
 	}

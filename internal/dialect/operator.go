@@ -351,20 +351,8 @@ func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
 	for _, col := range metricCounts {
 		q.WriteString(", " + c.sumInt(col))
 	}
-	table := c.metricsTable()
-	if r.Hourly {
-		table = c.hourlyTable()
-	}
-	q.WriteString(" FROM " + table + " WHERE bucket >= ? AND bucket < ?")
-	args = append(args, r.From, r.To)
-	if r.Queue != "" {
-		q.WriteString(" AND queue = ?")
-		args = append(args, r.Queue)
-	}
-	if r.Kind != "" {
-		q.WriteString(" AND kind = ?")
-		args = append(args, r.Kind)
-	}
+	q.WriteString(" FROM " + c.rangeTable(r) + " WHERE bucket >= ? AND bucket < ?")
+	args = r.filter(&q, append(args, r.From, r.To))
 	switch {
 	case top:
 		q.WriteString(" GROUP BY queue, kind ORDER BY " + c.sumInt("processed") + " + " + c.sumInt("failed") + " + " + c.sumInt("released") +
@@ -386,10 +374,7 @@ func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
 // back as a scan of the range per kept group (seconds at times), so
 // MySQL ranks and sums in one pass.
 func (c *common) topQuery(r MetricsRange) (string, []any) {
-	table := c.metricsTable()
-	if r.Hourly {
-		table = c.hourlyTable()
-	}
+	table := c.rangeTable(r)
 	rank := func(p string) string {
 		return c.sumInt(p+"processed") + " + " + c.sumInt(p+"failed") + " + " + c.sumInt(p+"released") + " DESC, " + p + "queue, " + p + "kind"
 	}
@@ -400,6 +385,23 @@ func (c *common) topQuery(r MetricsRange) (string, []any) {
 		q.WriteString(", " + c.sumInt("m."+col))
 	}
 	q.WriteString(" FROM " + table + " m JOIN (SELECT queue, kind, COUNT(*) OVER () AS n FROM " + table + " WHERE bucket >= ? AND bucket < ?")
+	args = r.filter(&q, args)
+	q.WriteString(" GROUP BY queue, kind ORDER BY " + rank("") + " LIMIT ?) t ON m.queue = t.queue AND m.kind = t.kind" +
+		" WHERE m.bucket >= ? AND m.bucket < ? GROUP BY m.queue, m.kind, t.n ORDER BY " + rank("m."))
+	args = append(args, r.Top, r.From, r.To)
+	return c.rebind(q.String()), args
+}
+
+// rangeTable is the table r reads: the hours' or the minutes'.
+func (c *common) rangeTable(r MetricsRange) string {
+	if r.Hourly {
+		return c.hourlyTable()
+	}
+	return c.metricsTable()
+}
+
+// filter adds r's queue and kind conditions to q and their values to args.
+func (r MetricsRange) filter(q *strings.Builder, args []any) []any {
 	if r.Queue != "" {
 		q.WriteString(" AND queue = ?")
 		args = append(args, r.Queue)
@@ -408,10 +410,7 @@ func (c *common) topQuery(r MetricsRange) (string, []any) {
 		q.WriteString(" AND kind = ?")
 		args = append(args, r.Kind)
 	}
-	q.WriteString(" GROUP BY queue, kind ORDER BY " + rank("") + " LIMIT ?) t ON m.queue = t.queue AND m.kind = t.kind" +
-		" WHERE m.bucket >= ? AND m.bucket < ? GROUP BY m.queue, m.kind, t.n ORDER BY " + rank("m."))
-	args = append(args, r.Top, r.From, r.To)
-	return c.rebind(q.String()), args
+	return args
 }
 
 // MetricsSumText is the SQL and arguments d reads metrics with, for tests
