@@ -1,13 +1,8 @@
 package migrations_test
 
 import (
-	"io/fs"
 	"testing"
-	"testing/fstest"
 
-	"github.com/pressly/goose/v3"
-
-	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 	"github.com/dbqueue/dbqueue/migrations"
 )
@@ -17,26 +12,7 @@ import (
 // drops it and leaves the minutes.
 func TestUpRollsUpRecordedMinutes(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
-		all, err := migrations.FS(db.Dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		previous := fstest.MapFS{}
-		names, _ := fs.Glob(all, "*.sql")
-		for _, name := range names {
-			if name < "00011" {
-				data, _ := fs.ReadFile(all, name)
-				previous[name] = &fstest.MapFile{Data: data}
-			}
-		}
-		gd := map[dbqueue.Dialect]goose.Dialect{dbqueue.Postgres: goose.DialectPostgres, dbqueue.MySQL: goose.DialectMySQL, dbqueue.SQLite: goose.DialectSQLite3}[db.Dialect]
-		p, err := goose.NewProvider(gd, db.SQL, previous, goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Up(ctx); err != nil {
-			t.Fatalf("migrate to version 10: %v", err)
-		}
+		migrateBelow(t, db, "00011")
 		const hour = 1_800_000_000 / 3600 * 3600
 		for _, r := range []struct {
 			bucket          int64

@@ -20,26 +20,7 @@ import (
 // up says, column by column, which name columns it made byte-exact.
 func TestUpMakesExistingNamesByteExact(t *testing.T) {
 	eachEmpty(t, func(t *testing.T, db *dbtest.DB) {
-		all, err := migrations.FS(db.Dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		previous := fstest.MapFS{}
-		names, _ := fs.Glob(all, "*.sql")
-		for _, name := range names {
-			if name < "00008" {
-				data, _ := fs.ReadFile(all, name)
-				previous[name] = &fstest.MapFile{Data: data}
-			}
-		}
-		gd := map[dbqueue.Dialect]goose.Dialect{dbqueue.Postgres: goose.DialectPostgres, dbqueue.MySQL: goose.DialectMySQL, dbqueue.SQLite: goose.DialectSQLite3}[db.Dialect]
-		p, err := goose.NewProvider(gd, db.SQL, previous, goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Up(ctx); err != nil {
-			t.Fatalf("migrate to version 7: %v", err)
-		}
+		migrateBelow(t, db, "00008")
 		q := db.Queue(t)
 		if _, err := q.Push(ctx, dbqueue.NewJob{Name: "n", Queue: "MAIL "}); err != nil {
 			t.Fatal(err)
@@ -84,4 +65,30 @@ func TestUpMakesExistingNamesByteExact(t *testing.T) {
 			t.Fatalf("after up, reports reads as paused by the pause of Reports: %v, %v", p, err)
 		}
 	})
+}
+
+// migrateBelow migrates db with the migrations whose files sort before
+// first, as a previous release of dbqueue left an installation.
+func migrateBelow(t *testing.T, db *dbtest.DB, first string) {
+	t.Helper()
+	all, err := migrations.FS(db.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := fstest.MapFS{}
+	names, _ := fs.Glob(all, "*.sql")
+	for _, name := range names {
+		if name < first {
+			data, _ := fs.ReadFile(all, name)
+			previous[name] = &fstest.MapFile{Data: data}
+		}
+	}
+	gd := map[dbqueue.Dialect]goose.Dialect{dbqueue.Postgres: goose.DialectPostgres, dbqueue.MySQL: goose.DialectMySQL, dbqueue.SQLite: goose.DialectSQLite3}[db.Dialect]
+	p, err := goose.NewProvider(gd, db.SQL, previous, goose.WithTableName(migrations.VersionTable), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("migrate to the version before %s: %v", first, err)
+	}
 }
