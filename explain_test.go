@@ -353,31 +353,7 @@ func checkPostgresGenericPlans(t *testing.T, db *dbtest.DB) {
 // (no filesort): a sort would lock every row the range returns.
 func checkMySQLPlan(t *testing.T, db querier, arm, query string) {
 	t.Helper()
-	rows, err := db.QueryContext(ctx, "EXPLAIN "+query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var plan []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := map[string]string{}
-		for i, c := range cols {
-			row[strings.ToLower(c)] = vals[i].String
-		}
-		plan = append(plan, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	plan := mysqlPlan(t, db, "EXPLAIN "+query)
 	for _, r := range plan {
 		t.Logf("mysql %s arm: table=%s type=%s key=%s rows=%s Extra=%q", arm, r["table"], r["type"], r["key"], r["rows"], r["extra"])
 	}

@@ -110,7 +110,7 @@ func planDetails(t *testing.T, db *sql.DB, query string, col int) []string {
 }
 
 // mysqlPlan is EXPLAIN's rows as maps of lower-case column names.
-func mysqlPlan(t *testing.T, db *sql.DB, query string) []map[string]string {
+func mysqlPlan(t *testing.T, db querier, query string) []map[string]string {
 	t.Helper()
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
@@ -133,6 +133,9 @@ func mysqlPlan(t *testing.T, db *sql.DB, query string) []map[string]string {
 			row[strings.ToLower(c)] = vals[i].String
 		}
 		plan = append(plan, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return plan
 }
