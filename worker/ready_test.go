@@ -107,26 +107,7 @@ func TestManyQueuesWeightsShareAmongReady(t *testing.T) {
 		}
 		pushN(t, q, 60, dbqueue.NewJob{Name: "job", Queue: "a"})
 		pushN(t, q, 60, dbqueue.NewJob{Name: "job", Queue: "b"})
-		var (
-			mu    sync.Mutex
-			order []string
-		)
-		w, _ := newWorker(t, q, worker.Options{
-			Queues: names, QueueWeights: weights,
-			Concurrency: 1, Prefetch: -1, Claims: 1, StopWhenEmpty: true,
-		})
-		w.Handle("job", func(_ context.Context, job *dbqueue.Job) error {
-			mu.Lock()
-			order = append(order, job.Queue)
-			mu.Unlock()
-			return nil
-		})
-		if err := runUntil(t, w, 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if len(order) != 120 {
-			t.Fatalf("ran %d jobs, want all 120", len(order))
-		}
+		order := claimOrder(t, q, worker.Options{Queues: names, QueueWeights: weights}, 120)
 		for i := 0; i < 80; i += 8 {
 			a := 0
 			for _, q := range order[i : i+8] {

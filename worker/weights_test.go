@@ -19,28 +19,7 @@ func TestQueueWeightsShareClaims(t *testing.T) {
 		q := db.Queue(t)
 		pushN(t, q, 60, dbqueue.NewJob{Name: "job", Queue: "a"})
 		pushN(t, q, 60, dbqueue.NewJob{Name: "job", Queue: "b"})
-		var (
-			mu    sync.Mutex
-			order []string
-		)
-		// One job per claim (no prefetch, one claim in flight), so the
-		// order the handler sees is the order of the claims.
-		w, _ := newWorker(t, q, worker.Options{
-			QueueWeights: map[string]int{"a": 3, "b": 1},
-			Concurrency:  1, Prefetch: -1, Claims: 1, StopWhenEmpty: true,
-		})
-		w.Handle("job", func(_ context.Context, job *dbqueue.Job) error {
-			mu.Lock()
-			order = append(order, job.Queue)
-			mu.Unlock()
-			return nil
-		})
-		if err := runUntil(t, w, 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if len(order) != 120 {
-			t.Fatalf("ran %d jobs, want all 120", len(order))
-		}
+		order := claimOrder(t, q, worker.Options{QueueWeights: map[string]int{"a": 3, "b": 1}}, 120)
 		count := func(jobs []string, queue string) int {
 			n := 0
 			for _, j := range jobs {
@@ -67,4 +46,31 @@ func TestQueueWeightsShareClaims(t *testing.T) {
 			t.Fatalf("after a ran dry, %d of the last 40 jobs came from b, want 40", b)
 		}
 	})
+}
+
+// claimOrder runs a worker with o's queues and weights, one job per claim
+// (no prefetch, one claim in flight) so that the order its handler sees
+// is the order of the claims, until the queues are empty, and returns the
+// queue of each job it ran; it fails unless that is all want jobs.
+func claimOrder(t *testing.T, q *dbqueue.Queue, o worker.Options, want int) []string {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	o.Concurrency, o.Prefetch, o.Claims, o.StopWhenEmpty = 1, -1, 1, true
+	w, _ := newWorker(t, q, o)
+	w.Handle("job", func(_ context.Context, job *dbqueue.Job) error {
+		mu.Lock()
+		order = append(order, job.Queue)
+		mu.Unlock()
+		return nil
+	})
+	if err := runUntil(t, w, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != want {
+		t.Fatalf("ran %d jobs, want all %d", len(order), want)
+	}
+	return order
 }
