@@ -56,6 +56,7 @@ type Migrator struct {
 	tables   Tables
 	logger   *slog.Logger
 	widened  []Widening
+	notes    []string
 }
 
 // New returns a Migrator for db, opened with a driver for dialect. Options:
@@ -154,9 +155,11 @@ func (m *Migrator) checkLockable(ctx context.Context) error {
 
 // Up applies every pending migration. When it widens the columns of an
 // existing jobs table (one Laravel created), it says so through the
-// logger (WithLogger) and Widened lists the columns.
+// logger (WithLogger) and Widened lists the columns. When it changes how
+// the server treats a table (the jobs table's autovacuum options on
+// PostgreSQL), it says so too, and Notes lists what it set.
 func (m *Migrator) Up(ctx context.Context) ([]*Result, error) {
-	m.widened = nil
+	m.widened, m.notes = nil, nil
 	if err := m.checkLockable(ctx); err != nil {
 		return nil, fmt.Errorf("migrations: up: %w", err)
 	}
@@ -181,11 +184,27 @@ func (m *Migrator) Up(ctx context.Context) ([]*Result, error) {
 			err = terr
 		}
 	}
+	notes, nerr := m.notesFor(ctx, res)
+	if nerr != nil && err == nil {
+		err = nerr
+	}
+	m.notes = notes
+	for _, n := range notes {
+		if m.logger != nil {
+			m.logger.InfoContext(ctx, "dbqueue migrations: "+n)
+		}
+	}
 	if err != nil {
 		return res, fmt.Errorf("migrations: up: %w", err)
 	}
 	return res, nil
 }
+
+// Notes lists the server settings the last Up set on dbqueue's tables
+// (the jobs table's autovacuum options on PostgreSQL, migration 00012),
+// one line each, empty when it set none. They are reported because they
+// change how the server treats a table an application may share.
+func (m *Migrator) Notes() []string { return m.notes }
 
 // Widened lists the columns of existing tables that the last Up changed
 // in place (Laravel's narrow attempts and times, MySQL's name columns made

@@ -47,6 +47,9 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 		for _, w := range m.Widened() {
 			fmt.Fprintln(c.out, printable(w.String()))
 		}
+		for _, n := range m.Notes() {
+			fmt.Fprintln(c.out, printable(n))
+		}
 		if err == nil && len(results) == 0 {
 			fmt.Fprintln(c.out, "no pending migrations")
 		}

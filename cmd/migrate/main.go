@@ -126,6 +126,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		for _, w := range m.Widened() {
 			fmt.Fprintln(stdout, w)
 		}
+		for _, n := range m.Notes() {
+			fmt.Fprintln(stdout, n)
+		}
 		if err == nil && len(results) == 0 {
 			fmt.Fprintln(stdout, "no pending migrations")
 		}

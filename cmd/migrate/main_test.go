@@ -118,8 +118,13 @@ func TestDatabaseURL(t *testing.T) {
 			db := dbtest.Empty(t, d)
 			newest, _ := embedded(t, db)
 			t.Setenv("DATABASE_URL", db.DSN)
-			if out := mustMigrate(t, "up"); !strings.Contains(out, "applied 00001_create_jobs.sql") {
+			out := mustMigrate(t, "up")
+			if !strings.Contains(out, "applied 00001_create_jobs.sql") {
 				t.Fatalf("up from DATABASE_URL printed %q", out)
+			}
+			// On PostgreSQL up says it set the jobs table's autovacuum options.
+			if said := strings.Contains(out, "set autovacuum on jobs (autovacuum_vacuum_cost_delay=0"); said != (d == dbqueue.Postgres) {
+				t.Fatalf("up printed %q: the autovacuum line present %v, want %v", out, said, d == dbqueue.Postgres)
 			}
 			if out := mustMigrate(t, "version"); strings.TrimSpace(out) != strconv.FormatInt(newest, 10) {
 				t.Fatalf("version from DATABASE_URL printed %q, want %d", out, newest)
