@@ -149,6 +149,10 @@ func runSoak(ctx context.Context, c *config, d string, sc soakConfig) error {
 	var pushers sync.WaitGroup
 	pushCtx, stopPush := context.WithCancel(ctx)
 	pushers.Go(func() { pushErr <- pushAtRate(pushCtx, sys.Queue(), rate, &pushed) })
+	stallCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	stallCount := make(chan int, 1)
+	go func() { stallCount <- watchStalls(stallCtx, sc.dir, d, run.Processed, &pushed, progress) }()
 
 	if _, err := stats.read(ctx, 0); err != nil { // the per-job counters' base
 		stopPush()
@@ -205,12 +209,15 @@ loop:
 	}
 	stopPush()
 	pushers.Wait()
+	stopWatch()
+	stalls := <-stallCount
 	// The worker's warnings (a claim that timed out and was retried) are
 	// part of what a soak reports, not a reason to throw its hour away.
 	workerNote := "the worker logged no warnings or errors"
 	if err := run.Stop(); err != nil {
 		workerNote = "the worker logged " + err.Error()
 	}
+	workerNote += fmt.Sprintf("; %d stalls (no job done for %s with jobs waiting; goroutine dumps stall-%s-N.txt in %s)", stalls, stallAfter, d, sc.dir)
 	if sampleErr != nil {
 		return sampleErr
 	}
@@ -237,13 +244,17 @@ func soakSQLiteDSN(dsn string) string {
 }
 
 // measureCapacity is the median of three end-to-end runs of about 5 s each,
-// after a warm-up burn-down that sizes them.
+// after two warm-up burn-downs, the second of which sizes them (the first,
+// on a cold database, ran at half speed and sized runs of one second).
 func measureCapacity(ctx context.Context, sys *dbqueueq.System, progress func(string, ...any)) (float64, error) {
-	m, err := bench.Measure(ctx, sys, bench.ModeBurnDown, 5_000, 1_000)
-	if err != nil {
-		return 0, err
+	var m bench.Measurement
+	for _, warm := range []int{5_000, 50_000} {
+		var err error
+		if m, err = bench.Measure(ctx, sys, bench.ModeBurnDown, warm, 1_000); err != nil {
+			return 0, err
+		}
 	}
-	n := max(20_000, min(300_000, int(5_000/m.Elapsed.Seconds()*5)/1_000*1_000))
+	n := max(20_000, min(300_000, int(50_000/m.Elapsed.Seconds()*5)/1_000*1_000))
 	var rates []float64
 	for i := range 3 {
 		m, err := bench.Measure(ctx, sys, bench.ModeEndToEnd, n, 1_000)
