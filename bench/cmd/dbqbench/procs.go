@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/dbqueue/dbqueue/driver/dbqmysql"
 	"io"
 	"log/slog"
 	"net/url"
@@ -33,6 +34,7 @@ var (
 	procsJobs        = flag.Int("procs-jobs", 100_000, "procs: jobs per measurement")
 	procsChild       = flag.Bool("procs-child", false, "procs: run as one child worker process (started by -measure procs)")
 	procsDSN         = flag.String("procs-dsn", "", "procs: the child's dbqueue DSN")
+	procsMySQLConns  = flag.Int("procs-mysql-conns", 8, "procs: on MariaDB, each child's pool size (SetMaxOpenConns on a *sql.DB handed to dbqueue.New), so that 16 children stay under the server's max_connections of 151; 0: dbqueue.Open's own pool, unbounded")
 )
 
 // procsSchema is procs' own schema or database.
@@ -46,7 +48,7 @@ const procsApp = "dbqueue-bench-procs"
 // runProcsChild is one child: open the queue, say "ready", wait for "go"
 // on stdin, work with StopWhenEmpty, print "done N" and exit.
 func runProcsChild(ctx context.Context, c *config) error {
-	q, err := dbqueue.Open(ctx, *procsDSN)
+	q, err := openProcsQueue(ctx, *procsDSN, *procsMySQLConns)
 	if err != nil {
 		return err
 	}
@@ -79,6 +81,31 @@ func runProcsChild(ctx context.Context, c *config) error {
 	}
 	fmt.Printf("done %d\n", done.Load())
 	return nil
+}
+
+// openProcsQueue opens a child's queue: with dbqueue.Open, or on MySQL
+// with conns > 0 on a pool of at most conns connections, as the docs tell
+// an operator running many processes to do.
+func openProcsQueue(ctx context.Context, dsn string, conns int) (*dbqueue.Queue, error) {
+	parsed, err := dbqueue.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if parsed.Dialect != dbqueue.MySQL || conns <= 0 {
+		return dbqueue.Open(ctx, dsn)
+	}
+	db, err := sql.Open(parsed.Driver, parsed.Conn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	q, err := dbqueue.New(ctx, dbqmysql.New(db))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return q, nil
 }
 
 // countingHandler counts the worker's warnings and errors: a benchmark that
@@ -257,7 +284,7 @@ func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, d
 	}()
 	for range p {
 		cmd := exec.CommandContext(ctx, self, "-measure", "procs", "-procs-child", "-procs-dsn", dsn,
-			"-procs-concurrency", strconv.Itoa(*procsConcurrency), "-prefetch", strconv.Itoa(c.worker.Prefetch), "-sleep", c.worker.Sleep.String())
+			"-procs-concurrency", strconv.Itoa(*procsConcurrency), "-procs-mysql-conns", strconv.Itoa(*procsMySQLConns), "-prefetch", strconv.Itoa(c.worker.Prefetch), "-sleep", c.worker.Sleep.String())
 		stderr := &tailBuffer{}
 		cmd.Stderr = stderr
 		stdin, err := cmd.StdinPipe()
