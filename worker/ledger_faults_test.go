@@ -96,8 +96,14 @@ func faultChildMain() int {
 		if err == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			// Stopped while starting (a process restarted after a SIGKILL
+			// moments before the run ended): it claimed nothing, and a
+			// SIGTERM is a clean stop.
+			return 0
+		}
 		logger.Warn("open queue; retrying", "error", err)
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Now().After(deadline) {
 			fmt.Fprintln(os.Stderr, "open queue:", err)
 			return 2
 		}
