@@ -116,6 +116,22 @@ func Measure(ctx context.Context, sys System, mode Mode, n, batch int) (Measurem
 	}
 }
 
+// WarmRate is sys's burn-down rate in jobs/s once warm: it burns down
+// small jobs, then large, and returns the second run's rate. The first run
+// on a cold system (new connections, empty caches, plans not yet made) ran
+// at a tenth of the warm rate, and measurements sized from it took a
+// fraction of a second, where start-up costs swamp the rate.
+func WarmRate(ctx context.Context, sys System, small, large int) (float64, error) {
+	var m Measurement
+	for _, n := range []int{small, large} {
+		var err error
+		if m, err = Measure(ctx, sys, ModeBurnDown, n, 1_000); err != nil {
+			return 0, err
+		}
+	}
+	return float64(large) / m.Elapsed.Seconds(), nil
+}
+
 // BurnDown prefills n jobs (not timed), then times Start until the n-th job is
 // done. The clock starts before Start, so a system's start-up cost counts.
 func BurnDown(ctx context.Context, sys System, n int) (Measurement, error) {

@@ -164,7 +164,7 @@ func main() {
 		systems  = flag.String("systems", strings.Join(names(), ","), "comma-separated systems to run: "+strings.Join(names(), ", "))
 		modes    = flag.String("modes", "burn-down,end-to-end", "comma-separated modes")
 		batch    = flag.Int("enqueue-batch", 1_000, "end-to-end: jobs per Enqueue call")
-		warmup   = flag.Bool("warmup", true, "one unmeasured burn-down of min(jobs, 5000) per system first")
+		warmup   = flag.Bool("warmup", true, "two unmeasured burn-downs per system first, of min(jobs, 5000) and min(jobs, 50000) jobs; the second, warm, sizes the measurements")
 		timeout  = flag.Duration("timeout", 2*time.Minute, "limit for one measurement")
 		verbose  = flag.Bool("v", true, "print every measurement to stderr")
 		outRates = flag.Bool("raw", false, "also print every measured rate")
@@ -317,12 +317,12 @@ func main() {
 	}
 	if *warmup || *forDur > 0 {
 		for _, s := range syss {
-			w := min(*jobs, 5_000)
-			m, err := measure(s, bench.ModeBurnDown, w)
+			wctx, cancel := context.WithTimeout(ctx, 2**timeout)
+			rate, err := bench.WarmRate(wctx, s, min(*jobs, 5_000), min(*jobs, 50_000))
+			cancel()
 			if err != nil {
 				log.Fatalf("warm-up: %v", err)
 			}
-			rate := float64(w) / m.Elapsed.Seconds()
 			if *forDur > 0 {
 				n[s.Name()] = sized(rate, *forDur, *minJobs, *jobs)
 			}

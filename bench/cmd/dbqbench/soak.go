@@ -244,17 +244,13 @@ func soakSQLiteDSN(dsn string) string {
 }
 
 // measureCapacity is the median of three end-to-end runs of about 5 s each,
-// after two warm-up burn-downs, the second of which sizes them (the first,
-// on a cold database, ran at half speed and sized runs of one second).
+// sized by the warm burn-down rate (bench.WarmRate).
 func measureCapacity(ctx context.Context, sys *dbqueueq.System, progress func(string, ...any)) (float64, error) {
-	var m bench.Measurement
-	for _, warm := range []int{5_000, 50_000} {
-		var err error
-		if m, err = bench.Measure(ctx, sys, bench.ModeBurnDown, warm, 1_000); err != nil {
-			return 0, err
-		}
+	warm, err := bench.WarmRate(ctx, sys, 5_000, 50_000)
+	if err != nil {
+		return 0, err
 	}
-	n := max(20_000, min(300_000, int(50_000/m.Elapsed.Seconds()*5)/1_000*1_000))
+	n := max(20_000, min(300_000, int(warm*5)/1_000*1_000))
 	var rates []float64
 	for i := range 3 {
 		m, err := bench.Measure(ctx, sys, bench.ModeEndToEnd, n, 1_000)
