@@ -135,8 +135,11 @@ func (rp *reporter) round(ctx context.Context, last bool) {
 			more, err := rp.prune(ctx)
 			errs = append(errs, err)
 			rp.nextPrune = now.Add(pruneEvery)
-			if more {
-				rp.nextPrune = now // the next round goes on
+			if more || err != nil {
+				// The next round goes on, or tries again: a failed prune
+				// skipped until its next turn would let a round with
+				// nothing else to write report the writes recovered.
+				rp.nextPrune = now
 			}
 		}
 	}

@@ -85,3 +85,58 @@ func TestStopLetsTheRoundUnderWayFinish(t *testing.T) {
 		t.Fatalf("%d rounds and %d last rounds", rounds.Load(), lastRounds.Load())
 	}
 }
+
+// A round that failed only in its prune (a table of migration 00011
+// missing, no counts yet to write) is followed by rounds that prune again,
+// so none of them reports the writes recovered while the table is still
+// missing: the failure is logged once and the recovery once, after the
+// table is back. The prune ran every five minutes, so the next round,
+// with nothing to write, logged "written again", and the first counts
+// logged the failure a second time.
+func TestFailedPruneIsNotRecoveredByAnEmptyRound(t *testing.T) {
+	db := dbtest.New(t, dbqueue.SQLite)
+	q := db.Queue(t)
+	var rounds atomic.Int64
+	roundStarted := make(chan int64, 100)
+	beforeReport = func(last bool) {
+		if !last {
+			select {
+			case roundStarted <- rounds.Add(1):
+			default:
+			}
+		}
+	}
+	t.Cleanup(func() { beforeReport, reportStopped = nil, nil })
+	db.Exec(t, "ALTER TABLE jobs_metrics_hourly RENAME TO jobs_metrics_hourly_away")
+	logs := &lockedLog{}
+	w, err := New(q, Options{MetricsInterval: 10 * time.Millisecond, Sleep: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	// Round 1 prunes and fails; rounds 2 and 3 have nothing to write.
+	for n := int64(0); n < 4; {
+		n = <-roundStarted
+	}
+	if l := logs.String(); strings.Count(l, "cannot write metrics") != 1 || strings.Contains(l, "written again") {
+		t.Fatalf("with the hourly table missing and nothing to write, want one failure and no recovery:\n%s", l)
+	}
+	if _, err := q.Push(context.Background(), dbqueue.NewJob{Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	dbtest.WaitFor(t, 20*time.Second, "the job runs", func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
+	db.Exec(t, "ALTER TABLE jobs_metrics_hourly_away RENAME TO jobs_metrics_hourly")
+	dbtest.WaitFor(t, 20*time.Second, "the recovery", func() bool { return strings.Contains(logs.String(), "written again") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); strings.Count(l, "cannot write metrics") != 1 || strings.Count(l, "written again") != 1 {
+		t.Fatalf("want the failure and the recovery logged once each:\n%s", l)
+	}
+}
