@@ -30,6 +30,23 @@ func (l *lockedLog) String() string {
 	return l.b.String()
 }
 
+// runReporting runs a worker of no-op "n" jobs on q that reports every
+// 10 ms, logging into logs; cancel stops it and done gets Run's error.
+func runReporting(t *testing.T, q *dbqueue.Queue) (logs *lockedLog, cancel context.CancelFunc, done chan error) {
+	t.Helper()
+	logs = &lockedLog{}
+	w, err := New(q, Options{MetricsInterval: 10 * time.Millisecond, Sleep: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return logs, cancel, done
+}
+
 // A round under way when the worker stops finishes its writes: stopping
 // does not cut it short (which logged a failed write, and made the last
 // round write its counts instead).
@@ -56,16 +73,7 @@ func TestStopLetsTheRoundUnderWayFinish(t *testing.T) {
 	reportStopped = func() { close(stopped) }
 	t.Cleanup(func() { beforeReport, reportStopped = nil, nil })
 
-	logs := &lockedLog{}
-	w, err := New(q, Options{MetricsInterval: 10 * time.Millisecond, Sleep: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { return nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	logs, cancel, done := runReporting(t, q)
 	dbtest.WaitFor(t, 20*time.Second, "the jobs run", func() bool { return db.Count(t, "SELECT COUNT(*) FROM jobs") == 0 })
 	hold.Store(true)
 	<-held
@@ -108,17 +116,8 @@ func TestFailedPruneIsNotRecoveredByAnEmptyRound(t *testing.T) {
 	}
 	t.Cleanup(func() { beforeReport, reportStopped = nil, nil })
 	db.Exec(t, "ALTER TABLE jobs_metrics_hourly RENAME TO jobs_metrics_hourly_away")
-	logs := &lockedLog{}
-	w, err := New(q, Options{MetricsInterval: 10 * time.Millisecond, Sleep: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle("n", func(ctx context.Context, job *dbqueue.Job) error { return nil })
-	ctx, cancel := context.WithCancel(context.Background())
+	logs, cancel, done := runReporting(t, q)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
 	// Round 1 prunes and fails; rounds 2 and 3 have nothing to write.
 	for n := int64(0); n < 4; {
 		n = <-roundStarted
