@@ -18,6 +18,7 @@ import (
 // wrote, clientFoundRows=true among them on MySQL/MariaDB (the server then
 // reports rows matched, not changed): each tick is still pushed once.
 func TestTwoSchedulersDSNFlags(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs for about 4s")
 	}

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	if dsn := os.Getenv("DBQUEUE_PERIODIC_DSN"); dsn != "" {
 		os.Exit(child(dsn))
 	}
+	dbtest.SetParallel()
 	os.Exit(m.Run())
 }
 
@@ -113,6 +114,7 @@ func ticks(t *testing.T, db *dbtest.DB) []tickData {
 // exactly once. One is killed with SIGKILL; the other two go on, and no
 // tick is missed or doubled before or after.
 func TestThreeProcessesOneJobPerTick(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs for about 10s")
 	}

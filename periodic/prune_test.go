@@ -16,6 +16,7 @@ import (
 // are gone from the lock table, deleted by the schedulers still running;
 // locks that a late process could still need (younger than a week) stay.
 func TestRemovedScheduleLocksArePruned(t *testing.T) {
+	t.Parallel()
 	quiet := periodic.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		const day = 24 * 3600

@@ -55,6 +55,7 @@ func (h *signalling) WithGroup(string) slog.Handler      { return h }
 // progress) pushes nothing more, says so, and does not spin: cancelling
 // the context ends Run promptly.
 func TestSchedulerWithoutNextTickStopsOnCancel(t *testing.T) {
+	t.Parallel()
 	answers := map[string]func(time.Time) time.Time{
 		"zero":    func(time.Time) time.Time { return time.Time{} },
 		"far":     func(t time.Time) time.Time { return t.AddDate(10000, 0, 0) },

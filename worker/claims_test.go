@@ -19,6 +19,7 @@ import (
 // Claims 1 it never has more than one in flight. The claims are held up by
 // a table lock and counted where PostgreSQL shows them waiting.
 func TestClaimsInFlight(t *testing.T) {
+	t.Parallel()
 	for _, claims := range []int{1, 2} {
 		t.Run(fmt.Sprint(claims), func(t *testing.T) {
 			t.Parallel()

@@ -64,6 +64,7 @@ func TestKeptContextsAndJobsStayTheirs(t *testing.T) {
 // jobs before it left the timer armed later (a longer timeout) or earlier
 // (the same timeout, started before it) than that deadline.
 func TestTimeoutAfterQuickJobsOnTheSameSlot(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbqueue.SQLite)
 	for _, quickTimeout := range []time.Duration{time.Minute, 2 * time.Second} {
 		t.Run(quickTimeout.String(), func(t *testing.T) {

@@ -328,6 +328,7 @@ func (fl *faultLedger) record(f fault) {
 
 func (fl *faultLedger) run() {
 	t, db := fl.t, fl.db
+	dbtest.Heavy(t, db.Dialect)
 	// No unique key on either table: a duplicate must show, not be hidden.
 	db.Exec(t, "CREATE TABLE fault_ledger (job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, pid INTEGER NOT NULL, reserved_at BIGINT NOT NULL, started_ns BIGINT NOT NULL)")
 	db.Exec(t, "CREATE TABLE fault_effects (job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, pid INTEGER NOT NULL)")
@@ -822,6 +823,7 @@ func killConnections(t *testing.T, db *dbtest.DB) func(context.Context, *faultLe
 // database connections of a random worker process are killed on the
 // server every few hundred milliseconds.
 func TestLedgerSurvivesKilledConnections(t *testing.T) {
+	t.Parallel()
 	for _, d := range []dbqueue.Dialect{dbqueue.Postgres, dbqueue.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
@@ -847,6 +849,7 @@ const EnvFaults = "DBQUEUE_TEST_FAULTS"
 // and restarted once mid-run. It starts its own servers in temporary
 // directories, so it runs only with DBQUEUE_TEST_FAULTS=1 or under CI.
 func TestLedgerSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(EnvFaults) != "1" && os.Getenv("CI") == "" {
 		t.Skipf("starts and crashes its own PostgreSQL and MariaDB servers: set %s=1 to run it", EnvFaults)
 	}
@@ -933,6 +936,7 @@ func killProcesses(t *testing.T) func(context.Context, *faultLedger, func(fault)
 // worker processes are killed with SIGKILL every few hundred milliseconds
 // and replaced, on every database.
 func TestLedgerSurvivesKilledProcesses(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		fl := &faultLedger{
 			t: t, db: db, variant: "killed-processes", jobs: 1500, procs: 3, concurrent: 4,

@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("DBQUEUE_CHILD"); mode != "" {
 		os.Exit(childMain(mode))
 	}
+	dbtest.SetParallel()
 	os.Exit(m.Run())
 }
 
@@ -116,6 +117,7 @@ func createLedger(t *testing.T, db *dbtest.DB) {
 // TestKilledWorkerLosesNothing kills a worker process with SIGKILL in the
 // middle of a job: the job comes back after retry_after, attempts counted.
 func TestKilledWorkerLosesNothing(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		createLedger(t, db)
 		const retryAfter = 7
@@ -158,7 +160,9 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 // TestExactlyOnceAcrossProcesses: worker processes × 16 goroutines drain
 // one queue; every job runs exactly once.
 func TestExactlyOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		dbtest.Heavy(t, db.Dialect)
 		jobs, procs := 50000, 8
 		if db.Dialect == dbqueue.SQLite {
 			jobs, procs = 5000, 2 // one file, one writer at a time

@@ -16,6 +16,7 @@ import (
 // refuses new ones for a while, in the middle of a run: the worker logs,
 // waits, reconnects and finishes every job; Run does not return early.
 func TestWorkerRidesOutLostDatabase(t *testing.T) {
+	t.Parallel()
 	for _, d := range []dbqueue.Dialect{dbqueue.Postgres, dbqueue.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()

@@ -68,6 +68,7 @@ func runReturns(t *testing.T, ctx context.Context, w *worker.Worker, limit time.
 // goroutine, the fourth would start 5.7s into its reservation, overrun it,
 // be claimed again and run twice.
 func TestPrefetchedJobNeedsItsOwnTimeoutLeft(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t, dbqueue.WithRetryAfter(7*time.Second))
 		var mu sync.Mutex
@@ -106,6 +107,7 @@ func TestPrefetchedJobNeedsItsOwnTimeoutLeft(t *testing.T) {
 // period and the abandon wait when a handler ignores its context; and
 // cancelling the context during that wait ends it early.
 func TestEveryStopEndsDespiteStuckHandler(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
 		release := make(chan struct{})
@@ -204,6 +206,7 @@ func TestEveryStopEndsDespiteStuckHandler(t *testing.T) {
 // return, it is never failed as timed out; and once Run has returned the
 // worker writes nothing and calls no hook for it: the job stays reserved.
 func TestStopNeverFailsCancelledJob(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
 		logger, lateLog, logs := watchLog("after Run returned")

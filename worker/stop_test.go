@@ -170,6 +170,7 @@ func TestGracefulStopReleasesAtOnce(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t, dbqueue.WithRetryAfter(10*time.Second))
 		var timedOut atomic.Int64
@@ -217,6 +218,7 @@ func TestTimeouts(t *testing.T) {
 }
 
 func TestWedgedWorkerReturns(t *testing.T) {
+	t.Parallel()
 	q := dbtest.New(t, dbqueue.SQLite).Queue(t, dbqueue.WithRetryAfter(10*time.Second))
 	w, _ := newWorker(t, q, worker.Options{Timeout: 500 * time.Millisecond, Concurrency: 1, Prefetch: -1, GracePeriod: 50 * time.Millisecond})
 	release := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 // Then the first wakes, writes its effect (with a context of its own) and
 // returns nil. That late run must apply nothing: the effect lands once.
 func TestHandleTxIgnoringItsContextAppliesNothingLate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := sqlQueue(t, db, dbqueue.WithRetryAfter(stubbornRetryAfter))
 		stubbornTx(t, db, q, func(w *worker.Worker, handle stubborn, opt worker.HandlerOption) {
@@ -34,6 +35,7 @@ func TestHandleTxIgnoringItsContextAppliesNothingLate(t *testing.T) {
 // The same with a pgx.Tx, which, unlike a *sql.Tx, stays open when its
 // context ends.
 func TestHandleTxPgxIgnoringItsContextAppliesNothingLate(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t, dbqueue.Postgres)
 	pool, err := pgxpool.New(bg, db.DSN)
 	if err != nil {
