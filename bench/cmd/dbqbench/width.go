@@ -18,7 +18,7 @@ import (
 // width-queues' flags.
 var (
 	widthQueues = flag.Int("width-queues", 10_000, "width-queues: how many queues the weighted worker reads")
-	widthJobs   = flag.Int("width-jobs", 30_000, "width-queues: jobs per measurement")
+	widthJobs   = flag.Int("width-jobs", 100_000, "width-queues: jobs per measurement")
 	widthMax    = flag.Duration("width-max", time.Minute, "width-queues: stop a measurement after this long and report the jobs done by then")
 )
 
