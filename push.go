@@ -17,10 +17,10 @@ const pushChunk = 1000
 // by COPY. Ids must come back, so COPY needs its own transaction, a round
 // trip for the ids and the database's clock, and one for the notification.
 // At 1,000 rows that cost ate COPY's gain (40k vs 38k rows/s in a side
-// test). At 10,000, BenchmarkPushMany10k gave COPY 46.6k jobs/s against
-// 30.0k for multi-row VALUES INSERTs (medians of 5); against the array
-// INSERT of round 4 it is behind, 125.1k vs 142.5k (2026-11-24), and
-// where it wins again is not measured yet.
+// test). At 10,000, COPY gave 46.6k jobs/s against 30.0k for multi-row
+// VALUES INSERTs; the array INSERT that replaced those beats it at 10,000,
+// 100,000 and 1,000,000 jobs (BenchmarkPushMany: COPY 0.88–0.97 of it),
+// so this path is due to go (docs/performance.md, "Open questions").
 var copyThreshold = 10_000
 
 func (q *Queue) rows(jobs []NewJob) ([]dialect.PushRow, error) {

@@ -1,38 +1,42 @@
 package dbqueue_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
-// BenchmarkPushMany10k times one PushMany of 10,000 jobs on PostgreSQL by
-// multi-row INSERTs and by COPY on one table: the numbers behind
-// copyThreshold.
+// BenchmarkPushMany times one PushMany of 10,000, 100,000 and 1,000,000
+// jobs on PostgreSQL by array INSERTs (1,000 rows a statement, one
+// transaction) and by COPY on one table: the numbers behind copyThreshold.
 //
-//	go test . -run '^$' -bench BenchmarkPushMany10k -count 5
-func BenchmarkPushMany10k(b *testing.B) {
+//	go test . -run '^$' -bench BenchmarkPushMany -count 5
+func BenchmarkPushMany(b *testing.B) {
 	db := dbtest.New(b, dbqueue.Postgres)
 	q := db.Queue(b)
-	jobs := make([]dbqueue.NewJob, 10_000)
-	for i := range jobs {
-		jobs[i] = dbqueue.NewJob{Name: "bench", Data: map[string]int{"n": i}}
-	}
-	for _, path := range []struct {
-		name      string
-		threshold int
-	}{{"insert", len(jobs) + 1}, {"copy", len(jobs)}} {
-		b.Run(path.name, func(b *testing.B) {
-			defer dbqueue.SetCopyThreshold(path.threshold)()
-			for b.Loop() {
-				if _, err := q.PushMany(ctx, jobs); err != nil {
-					b.Fatal(err)
+	for _, size := range []int{10_000, 100_000, 1_000_000} {
+		jobs := make([]dbqueue.NewJob, size)
+		for i := range jobs {
+			jobs[i] = dbqueue.NewJob{Name: "bench", Data: map[string]int{"n": i}}
+		}
+		for _, path := range []struct {
+			name      string
+			threshold int
+		}{{"insert", size + 1}, {"copy", size}} {
+			b.Run(fmt.Sprintf("%d/%s", size, path.name), func(b *testing.B) {
+				defer dbqueue.SetCopyThreshold(path.threshold)()
+				for b.Loop() {
+					if _, err := q.PushMany(ctx, jobs); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					db.Exec(b, "TRUNCATE jobs")
+					b.StartTimer()
 				}
-			}
-			b.ReportMetric(float64(b.N*len(jobs))/b.Elapsed().Seconds(), "jobs/s")
-			b.StopTimer()
-			db.Exec(b, "TRUNCATE jobs")
-		})
+				b.ReportMetric(float64(b.N*len(jobs))/b.Elapsed().Seconds(), "jobs/s")
+			})
+		}
 	}
 }
