@@ -13,7 +13,8 @@ import (
 // command line does not say (-parallel). The suites wait on database
 // servers, timeouts, stuck handlers and child processes far more than they
 // use a CPU, so Go's default — GOMAXPROCS, 2 on a small CI machine — left
-// the machine idle: the worker package took 213 s at 2 and 158 s at 6.
+// the machine idle: the worker package took 213 s at 2, and 110 s at 6
+// with its waiting tests marked t.Parallel.
 const Parallel = 6
 
 // SetParallel makes Parallel the package's -parallel unless the command
