@@ -34,14 +34,6 @@ func SessionIsolation(ctx context.Context, q *Queue) (string, error) {
 	return level, err
 }
 
-// SetCopyThreshold changes the size from which PushMany uses COPY, so a
-// benchmark can time both paths on the same batch; it returns the undo.
-func SetCopyThreshold(n int) (restore func()) {
-	old := copyThreshold
-	copyThreshold = n
-	return func() { copyThreshold = old }
-}
-
 // The worker-side operations, for this package's tests.
 func Unreserve(ctx context.Context, q *Queue, job *Job) error { return q.unreserve(ctx, job) }
 func DeleteMany(ctx context.Context, q *Queue, jobs []*Job) ([]*Job, error) {

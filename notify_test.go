@@ -68,7 +68,7 @@ func TestPushWakesListeners(t *testing.T) {
 	}
 	expect(true, "the commit of a push")
 
-	// 10,000 jobs or more go by COPY, which notifies the same way.
+	// A push of many INSERTs in one transaction notifies the same way.
 	big := make([]dbqueue.NewJob, 10_000)
 	for i := range big {
 		big[i] = dbqueue.NewJob{Name: "bulk", Queue: queue}
@@ -76,7 +76,7 @@ func TestPushWakesListeners(t *testing.T) {
 	if _, err := q.PushMany(ctx, big); err != nil {
 		t.Fatal(err)
 	}
-	expect(true, "a bulk push by COPY")
+	expect(true, "a bulk push of ten INSERTs")
 }
 
 // Without LISTEN (MySQL, SQLite), a push made by this process still wakes

@@ -13,16 +13,6 @@ import (
 // more goes in one transaction.
 const pushChunk = 1000
 
-// copyThreshold is the smallest PushMany that PostgreSQL on a pgx pool gets
-// by COPY. Ids must come back, so COPY needs its own transaction, a round
-// trip for the ids and the database's clock, and one for the notification.
-// At 1,000 rows that cost ate COPY's gain (40k vs 38k rows/s in a side
-// test). At 10,000, COPY gave 46.6k jobs/s against 30.0k for multi-row
-// VALUES INSERTs; the array INSERT that replaced those beats it at 10,000,
-// 100,000 and 1,000,000 jobs (BenchmarkPushMany: COPY 0.88–0.97 of it),
-// so this path is due to go (docs/performance.md, "Open questions").
-var copyThreshold = 10_000
-
 func (q *Queue) rows(jobs []NewJob) ([]dialect.PushRow, error) {
 	rows := make([]dialect.PushRow, len(jobs))
 	for i, j := range jobs {
@@ -72,8 +62,9 @@ func (q *Queue) Push(ctx context.Context, job NewJob) (int64, error) {
 }
 
 // PushMany adds jobs with multi-row INSERTs in one transaction and returns
-// their ids in order: all are pushed or none. On a pgx pool, 10,000 jobs or
-// more go by COPY instead, which writes them about 1.5 times as fast.
+// their ids in order: all are pushed or none. There is no COPY path: on
+// PostgreSQL the array INSERT writes 10,000 to 1,000,000 jobs faster than
+// COPY did (BenchmarkPushMany; docs/performance.md).
 func (q *Queue) PushMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
 	if len(q.pushMiddleware) > 0 && len(jobs) > 0 {
 		return q.throughMiddleware(ctx, jobs, q.pushMany)
@@ -95,12 +86,6 @@ func (q *Queue) pushRows(ctx context.Context, rows []dialect.PushRow) ([]int64, 
 	notify := q.wake.shouldNotify(rows)
 	var ids []int64
 	err = sqldb.Retry(ctx, func() error {
-		if len(rows) >= copyThreshold {
-			var copied bool
-			if ids, copied, err = q.sql.CopyIn(ctx, q.db, rows, notify); copied || err != nil {
-				return err
-			}
-		}
 		if len(rows) <= pushChunk {
 			ids, err = q.sql.Insert(ctx, q.db, rows, notify)
 			return err

@@ -453,14 +453,13 @@ func (s *System) Enqueue(ctx context.Context, n int) error {
 	return nil
 }
 
-// fillBatch is how many jobs one PushMany call of Fill carries: past
-// dbqueue's COPY threshold (10,000) on PostgreSQL; one transaction of
-// multi-row INSERTs on the others.
+// fillBatch is how many jobs one PushMany call of Fill carries: one
+// transaction of fifty 1,000-row INSERTs.
 const fillBatch = 50_000
 
 // Fill pushes n no-op jobs to queue ("": the default queue) with delay,
-// in PushMany calls of fillBatch: the fastest path a producer has (COPY on
-// PostgreSQL), for prefilling backlogs of millions.
+// in PushMany calls of fillBatch: the fastest path a producer has, for
+// prefilling backlogs of millions.
 func (s *System) Fill(ctx context.Context, n int, queue string, delay time.Duration) error {
 	batch := make([]dbqueue.NewJob, min(n, fillBatch))
 	for i := range batch {

@@ -1,7 +1,7 @@
 // Package dbqpgx runs dbqueue on PostgreSQL through pgx v5, the pool most
 // Go services on PostgreSQL already have. It is the only driver package
 // that brings LISTEN/NOTIFY wake-ups (workers start a pushed job within
-// milliseconds instead of a poll interval) and COPY for large pushes.
+// milliseconds instead of a poll interval).
 //
 // Importing it registers postgres:// and postgresql:// DSNs with
 // dbqueue.Open and the migrations:
@@ -109,7 +109,7 @@ func classify(err error) sqldb.Class {
 type Driver struct{ conn sqldb.Conn }
 
 // New returns the driver for a pgx pool the caller owns: the queue's Close
-// leaves it open. Only a pool gives LISTEN/NOTIFY wake-ups and COPY.
+// leaves it open. Only a pool gives LISTEN/NOTIFY wake-ups.
 func New(pool *pgxpool.Pool) *Driver {
 	var db sqldb.DB
 	if pool != nil {
@@ -235,9 +235,6 @@ func (p *poolDB) Close() error {
 	return nil
 }
 
-// CanCopy marks the pool's transactions as able to COPY.
-func (p *poolDB) CanCopy() {}
-
 // Identity is the pool behind p, so queues on one pool share wake-ups.
 func (p *poolDB) Identity() any { return p.pool }
 
@@ -291,12 +288,3 @@ type pgxTx struct {
 
 func (t pgxTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t pgxTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
-
-func (t pgxTx) CopyFrom(ctx context.Context, schema, table string, columns []string, rows [][]any) error {
-	name := pgx.Identifier{table}
-	if schema != "" {
-		name = pgx.Identifier{schema, table}
-	}
-	_, err := t.tx.CopyFrom(ctx, name, columns, pgx.CopyFromRows(rows))
-	return err
-}

@@ -361,10 +361,6 @@ func (c *common) insertSQL(rows []PushRow) (string, []any) {
 	return b.String(), args
 }
 
-func (c *common) CopyIn(context.Context, sqldb.DB, []PushRow, bool) ([]int64, bool, error) {
-	return nil, false, nil
-}
-
 func (c *common) Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error) {
 	var (
 		s      Sizes

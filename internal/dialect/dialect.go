@@ -61,9 +61,6 @@ type Dialect interface {
 	// Insert writes new rows and returns their ids in order. With notify,
 	// PostgreSQL wakes listeners of the queues of due rows, inside ex.
 	Insert(ctx context.Context, ex sqldb.Execer, rows []PushRow, notify bool) ([]int64, error)
-	// CopyIn writes many rows by COPY in one transaction where the
-	// connection can (PostgreSQL on pgx); ok is false where it cannot.
-	CopyIn(ctx context.Context, db sqldb.DB, rows []PushRow, notify bool) (ids []int64, ok bool, err error)
 	// Sizes counts a queue's pending, delayed and reserved rows, and reads
 	// the oldest pending available_at and the database's now.
 	Sizes(ctx context.Context, ex sqldb.Execer, queue string) (Sizes, error)

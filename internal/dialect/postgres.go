@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -136,9 +135,6 @@ func notifyChannel(t Tables) string {
 	hash := "#" + hex.EncodeToString(sum[:8])
 	return name[:maxChannel-len(hash)] + hash
 }
-
-// errNoCopy rolls back a CopyIn whose transaction cannot COPY.
-var errNoCopy = errors.New("dbqueue: this connection cannot COPY")
 
 func heldArrays(held []Held) (ids, tokens []int64, attempts []int32) {
 	ids, tokens, attempts = make([]int64, len(held)), make([]int64, len(held)), make([]int32, len(held))
@@ -285,56 +281,6 @@ FROM ` + from + `) WITH ORDINALITY AS r(` + cols + `, ord)
 CROSS JOIN (SELECT ` + p.now + ` AS now) n
 ORDER BY r.ord
 RETURNING id`
-}
-
-func (p *postgres) CopyIn(ctx context.Context, db sqldb.DB, rows []PushRow, notify bool) ([]int64, bool, error) {
-	if _, ok := db.(sqldb.Copier); !ok {
-		return nil, false, nil
-	}
-	var ids []int64
-	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
-		copier, ok := tx.(sqldb.CopyTx)
-		if !ok {
-			return errNoCopy
-		}
-		var now int64
-		seq := "pg_get_serial_sequence('" + p.jobs + "', 'id')"
-		if err := tx.QueryRow(ctx, `SELECT `+p.now+`, array_agg(nextval(`+seq+`) ORDER BY i)
-FROM generate_series(1, $1::int) AS i`, len(rows)).Scan(&now, &ids); err != nil {
-			return err
-		}
-		values := make([][]any, len(rows))
-		due := map[string]bool{}
-		for i, r := range rows {
-			available := now + r.At
-			if r.Absolute {
-				available = r.At
-			}
-			if available <= now {
-				due[r.Queue] = true
-			}
-			values[i] = []any{ids[i], r.Queue, string(r.Payload), int32(0), available, now}
-		}
-		if err := copier.CopyFrom(ctx, p.tables.Schema, p.tables.Jobs,
-			[]string{"id", "queue", "payload", "attempts", "available_at", "created_at"}, values); err != nil {
-			return err
-		}
-		if !notify || len(due) == 0 {
-			return nil
-		}
-		// Inside the transaction, as the INSERT's own notification: a
-		// rolled-back push wakes nobody.
-		queues := make([]string, 0, len(due))
-		for name := range due {
-			queues = append(queues, name)
-		}
-		_, err := tx.Exec(ctx, `SELECT pg_notify('`+p.channel+`', q) FROM unnest($1::text[]) AS q`, queues)
-		return err
-	})
-	if errors.Is(err, errNoCopy) {
-		return nil, false, nil
-	}
-	return ids, true, err
 }
 
 func (p *postgres) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {

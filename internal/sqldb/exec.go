@@ -277,18 +277,6 @@ func ListenerFor(dialect, dsn string) (Listener, error) {
 	return nil, fmt.Errorf("no driver that can LISTEN on %s is registered: import github.com/dbqueue/dbqueue/driver/dbqpgx", dialect)
 }
 
-// Copier is a DB whose transactions can COPY (pgx): large pushes use it.
-type Copier interface {
-	DB
-	CanCopy()
-}
-
-// CopyTx is a transaction that can COPY rows into a table.
-type CopyTx interface {
-	Tx
-	CopyFrom(ctx context.Context, schema, table string, columns []string, rows [][]any) error
-}
-
 // Listener is a DB that can hold a connection of its own to LISTEN
 // (PostgreSQL on pgx): Listen blocks, calling fn with each notification's
 // payload (and once with "" when it starts listening), until ctx ends or

@@ -22,7 +22,7 @@ import (
 // stream of ready ones. Each round of a ready row:
 //
 //  1. empties the tables and pushes the backlog of B ready jobs to the
-//     default queue with PushMany of 50,000 (COPY on PostgreSQL); not timed;
+//     default queue with PushMany of 50,000; not timed;
 //  2. trickle: with the backlog waiting, pushes -latency-rate jobs/s for
 //     -latency-for to the queue "trickle", worked by a worker of its own,
 //     and records push → handler start (the backlog's rows share the

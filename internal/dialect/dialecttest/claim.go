@@ -238,18 +238,6 @@ func insertIDsAnyStep(t *testing.T, s *suite) {
 		t.Fatal(err)
 	}
 	check(inTx, rows[:4])
-	// COPY, where the connection can (PostgreSQL on pgx), draws its ids
-	// from the same sequence.
-	copied, ok, err := s.Dialect.CopyIn(s.ctx, s.DB, rows, false)
-	if err != nil {
-		t.Fatalf("copy in: %v", err)
-	}
-	if ok {
-		if len(copied) != len(rows) {
-			t.Fatalf("copy of %d rows returned %d ids", len(rows), len(copied))
-		}
-		check(copied, rows)
-	}
 }
 
 // Every time the dialect writes or reads is the database's clock in Unix

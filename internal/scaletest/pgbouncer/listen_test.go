@@ -112,11 +112,11 @@ wait:
 	}
 }
 
-// TestCopyPushThroughPgBouncer pushes a batch large enough for COPY
-// through PgBouncer, in each exec mode that suits it: COPY runs inside the
-// push's transaction, which a transaction pooler keeps on one server
-// connection.
-func TestCopyPushThroughPgBouncer(t *testing.T) {
+// TestBulkPushThroughPgBouncer pushes 10,000 jobs, ten INSERTs in one
+// transaction, through PgBouncer in each exec mode that suits it: a
+// transaction pooler keeps the transaction on one server connection, and
+// the ids come back in order from the statements that wrote them.
+func TestBulkPushThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.NewDatabase(t)
@@ -128,7 +128,7 @@ func TestCopyPushThroughPgBouncer(t *testing.T) {
 		}
 		jobs := make([]dbqueue.NewJob, 10_000)
 		for i := range jobs {
-			jobs[i] = dbqueue.NewJob{Name: "copied", Queue: mode}
+			jobs[i] = dbqueue.NewJob{Name: "bulk", Queue: mode}
 		}
 		ids, err := q.PushMany(ctx, jobs)
 		q.Close()

@@ -14,12 +14,11 @@ import (
 )
 
 // PushMany returns the ids of its jobs in order, whatever the path: one
-// INSERT, INSERTs in one transaction, or (PostgreSQL, 10,000 jobs or more)
-// COPY with ids drawn from the table's sequence. Delays and absolute times
-// are counted on the database's clock.
+// INSERT, or INSERTs of 1,000 rows in one transaction. Delays and
+// absolute times are counted on the database's clock.
 func TestPushManyLarge(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
-		// 12,345 goes by COPY on PostgreSQL; 1,999 by INSERT everywhere.
+		// 12,345: thirteen INSERTs in one transaction; 1,999: two.
 		for _, n := range []int{12_345, 1_999} {
 			pushManyMixed(t, db, db.Queue(t), n)
 		}
