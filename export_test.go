@@ -20,6 +20,14 @@ func StatementsText(d Dialect, mariaDB bool) string {
 	return dialect.ClaimText(sd)
 }
 
+// PostgresClaims are PostgreSQL's full claim and its claim from the
+// cursor ($1… parameters), and the statement that sets the planner for
+// them in the claim's transaction.
+func PostgresClaims() (full, fromCursor, planner string) {
+	full, fromCursor = dialect.PostgresClaims()
+	return full, fromCursor, dialect.PostgresClaimPlanner
+}
+
 // PostgresHeldText is PostgreSQL's batched delete and release SQL.
 func PostgresHeldText() []string { return dialect.PostgresHeldText() }
 

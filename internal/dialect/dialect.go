@@ -368,6 +368,14 @@ func PostgresHeldText() []string {
 	return []string{p.deleteOne, p.deleteA, p.releaseA}
 }
 
+// PostgresClaims are PostgreSQL's full claim (expired reservations, then
+// ready rows from the head) and its claim from the cursor, for tests that
+// EXPLAIN them under PostgresClaimPlanner.
+func PostgresClaims() (full, fromCursor string) {
+	p := newPostgres(DefaultTables, false)
+	return p.claim, p.claimFrom
+}
+
 // ClaimText is the SQL of d's claim, for tests that EXPLAIN its parts.
 func ClaimText(d Dialect) string {
 	switch d := d.(type) {

@@ -64,8 +64,12 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 	var rows []JobRow
 	if !cur.lookNow(time.Now(), false, false) {
 		av, id := cur.position()
-		rs, err := db.Query(ctx, p.claimFrom, queue, av, id, n)
-		if rows, err = collectClaim(rs, err, queue, n); err != nil {
+		err := claimWithIndexes(ctx, db, func(tx sqldb.Tx) (err error) {
+			rs, err := tx.Query(ctx, p.claimFrom, queue, av, id, n)
+			rows, err = collectClaim(rs, err, queue, n)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 		if len(rows) > 0 {
@@ -78,9 +82,16 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 	}
 	start := time.Now()
 	want := n - len(rows)
-	var marks []bool
-	rs, err := db.Query(ctx, p.claim, queue, retryAfter, want, queue, want, want)
-	more, err := collectClaim(rs, err, queue, want, readyMarks{&marks})
+	var (
+		marks []bool
+		more  []JobRow
+	)
+	err := claimWithIndexes(ctx, db, func(tx sqldb.Tx) (err error) {
+		marks = marks[:0]
+		rs, err := tx.Query(ctx, p.claim, queue, retryAfter, want, queue, want, want)
+		more, err = collectClaim(rs, err, queue, want, readyMarks{&marks})
+		return err
+	})
 	if err != nil {
 		if len(rows) > 0 {
 			// The rows from the cursor are claimed and committed: hand
@@ -120,6 +131,31 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 }
 
 // lastInClaimOrder is the greatest (available_at, id) among rows.
+// PostgresClaimPlanner keeps a claim's plan on its indexes: no sequential or
+// bitmap scan, no hash or merge join. Under churn the jobs table and its
+// indexes are mostly empty pages, and after an ANALYZE that caught few live
+// rows the planner prices an index scan at several pages a row; when a
+// backlog then fills the free space, it read the whole table and sorted it
+// for each claim of 1,000 (a seq scan or a bitmap heap scan, then a sort;
+// or a merge join walking the primary key). In an hour's soak at 50,000
+// jobs/s that took claims from milliseconds to 25 seconds, and the queue
+// stopped for a minute (docs/scaling.md, "One stall";
+// TestPostgresClaimStaysOnIndexes rebuilds the state). The settings are
+// the transaction's own (set_config's is_local), so nothing outlives the
+// claim, and a transaction pooler sees one transaction.
+const PostgresClaimPlanner = "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), " +
+	"set_config('enable_mergejoin', 'off', true), set_config('enable_hashjoin', 'off', true)"
+
+// claimWithIndexes runs claim in a transaction under PostgresClaimPlanner.
+func claimWithIndexes(ctx context.Context, db sqldb.DB, claim func(tx sqldb.Tx) error) error {
+	return sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		if _, err := tx.Exec(ctx, PostgresClaimPlanner); err != nil {
+			return err
+		}
+		return claim(tx)
+	})
+}
+
 func lastInClaimOrder(rows []JobRow) (av, id int64) {
 	av, id = rows[0].AvailableAt, rows[0].ID
 	for _, r := range rows[1:] {
