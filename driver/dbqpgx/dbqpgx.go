@@ -235,6 +235,61 @@ func (p *poolDB) Close() error {
 	return nil
 }
 
+// QueryAfter sends first and query as one batch: one round trip, and one
+// transaction on the server (a pipeline up to its one Sync), so settings
+// that first makes for its transaction hold for query. The batch ends
+// (its transaction commits) when the rows are read or closed; an error
+// from its end is the rows' Err.
+func (p *poolDB) QueryAfter(ctx context.Context, first, query string, args ...any) (sqldb.Rows, error) {
+	b := &pgx.Batch{}
+	b.Queue(first)
+	b.Queue(query, args...)
+	br := p.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, batch: br}, nil
+}
+
+// batchRows are the rows of a batch's last query: the batch ends when
+// they do, and its error (the commit's) is theirs.
+type batchRows struct {
+	pgx.Rows
+	batch  pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.batch.Close()
+}
+
 // Identity is the pool behind p, so queues on one pool share wake-ups.
 func (p *poolDB) Identity() any { return p.pool }
 

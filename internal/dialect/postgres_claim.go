@@ -64,11 +64,10 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 	var rows []JobRow
 	if !cur.lookNow(time.Now(), false, false) {
 		av, id := cur.position()
-		err := claimWithIndexes(ctx, db, func(tx sqldb.Tx) (err error) {
-			rs, err := tx.Query(ctx, p.claimFrom, queue, av, id, n)
+		err := claimWithIndexes(ctx, db, func(rs sqldb.Rows, err error) error {
 			rows, err = collectClaim(rs, err, queue, n)
 			return err
-		})
+		}, p.claimFrom, queue, av, id, n)
 		if err != nil {
 			return nil, err
 		}
@@ -86,12 +85,11 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 		marks []bool
 		more  []JobRow
 	)
-	err := claimWithIndexes(ctx, db, func(tx sqldb.Tx) (err error) {
+	err := claimWithIndexes(ctx, db, func(rs sqldb.Rows, err error) error {
 		marks = marks[:0]
-		rs, err := tx.Query(ctx, p.claim, queue, retryAfter, want, queue, want, want)
 		more, err = collectClaim(rs, err, queue, want, readyMarks{&marks})
 		return err
-	})
+	}, p.claim, queue, retryAfter, want, queue, want, want)
 	if err != nil {
 		if len(rows) > 0 {
 			// The rows from the cursor are claimed and committed: hand
@@ -142,17 +140,26 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 // stopped for a minute (docs/scaling.md, "One stall";
 // TestPostgresClaimStaysOnIndexes rebuilds the state). The settings are
 // the transaction's own (set_config's is_local), so nothing outlives the
-// claim, and a transaction pooler sees one transaction.
+// claim, and a transaction pooler sees one transaction; on a pgx pool the
+// settings and the claim go as one batch, in the claim's one round trip.
 const PostgresClaimPlanner = "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), " +
 	"set_config('enable_mergejoin', 'off', true), set_config('enable_hashjoin', 'off', true)"
 
-// claimWithIndexes runs claim in a transaction under PostgresClaimPlanner.
-func claimWithIndexes(ctx context.Context, db sqldb.DB, claim func(tx sqldb.Tx) error) error {
+// claimWithIndexes runs a claim statement after PostgresClaimPlanner in one
+// transaction and hands its rows to collect: as one batch where db can
+// pipeline (a pgx pool: one round trip, as the bare statement took), else
+// in an explicit transaction (database/sql).
+func claimWithIndexes(ctx context.Context, db sqldb.DB, collect func(sqldb.Rows, error) error, query string, args ...any) error {
+	if p, ok := db.(sqldb.Pipeliner); ok {
+		rs, err := p.QueryAfter(ctx, PostgresClaimPlanner, query, args...)
+		return collect(rs, err)
+	}
 	return sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
 		if _, err := tx.Exec(ctx, PostgresClaimPlanner); err != nil {
 			return err
 		}
-		return claim(tx)
+		rs, err := tx.Query(ctx, query, args...)
+		return collect(rs, err)
 	})
 }
 

@@ -277,6 +277,14 @@ func ListenerFor(dialect, dsn string) (Listener, error) {
 	return nil, fmt.Errorf("no driver that can LISTEN on %s is registered: import github.com/dbqueue/dbqueue/driver/dbqpgx", dialect)
 }
 
+// Pipeliner is a DB that can run a statement and then a query in one round
+// trip and one transaction (pgx: a batch, which the server runs up to its
+// one Sync as a single transaction). PostgreSQL's claims use it to set
+// their planner for their own transaction without a round trip more.
+type Pipeliner interface {
+	QueryAfter(ctx context.Context, first, query string, args ...any) (Rows, error)
+}
+
 // Listener is a DB that can hold a connection of its own to LISTEN
 // (PostgreSQL on pgx): Listen blocks, calling fn with each notification's
 // payload (and once with "" when it starts listening), until ctx ends or
