@@ -93,19 +93,7 @@ func TestPostgresClaimStaysOnIndexes(t *testing.T) {
 		}
 	}
 
-	var want []int64
-	rows, err := db.SQL.QueryContext(ctx, "SELECT id FROM jobs WHERE reserved_at IS NULL ORDER BY available_at, id LIMIT 1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, id)
-	}
-	rows.Close()
+	want := db.IDs(t, "SELECT id FROM jobs WHERE reserved_at IS NULL ORDER BY available_at, id LIMIT 1000")
 	jobs := reserve(t, db.Queue(t), 1000, "bench")
 	if len(jobs) != len(want) {
 		t.Fatalf("reserved %d jobs, want %d", len(jobs), len(want))

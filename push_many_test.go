@@ -3,7 +3,6 @@ package dbqueue_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -32,16 +31,9 @@ func TestPushManyLarge(t *testing.T) {
 // (payloads sent as [][]byte became bytea[], whose cast to text[] is hex).
 func TestPushInEveryPgxExecMode(t *testing.T) {
 	db := dbtest.New(t, dbqueue.Postgres)
-	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+	for _, mode := range dbtest.PgxExecModes {
 		t.Run(mode, func(t *testing.T) {
-			u, err := url.Parse(db.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := u.Query()
-			v.Set("default_query_exec_mode", mode)
-			u.RawQuery = v.Encode()
-			q, err := dbqueue.Open(ctx, u.String())
+			q, err := dbqueue.Open(ctx, dbtest.WithQuery(db.DSN, "default_query_exec_mode", mode))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,19 +34,7 @@ func TestHostileTextReachesNoTerminal(t *testing.T) {
 			hostile, "not json "+hostile, now+3600, now)
 		db.Exec(t, "INSERT INTO failed_jobs (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)",
 			"f-1", hostile, hostile, string(payload), hostile+"\n\tat Handler()\n")
-		var ids []int64
-		rows, err := db.SQL.Query("SELECT id FROM jobs ORDER BY id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
+		ids := db.IDs(t, "SELECT id FROM jobs ORDER BY id")
 		if len(ids) != 2 {
 			t.Fatalf("jobs: %v", ids)
 		}

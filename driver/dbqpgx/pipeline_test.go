@@ -2,7 +2,6 @@ package dbqpgx_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,17 +20,11 @@ import (
 func TestQueryAfterSharesOneTransaction(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.New(t, dbqueue.Postgres)
-	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+	for _, mode := range dbtest.PgxExecModes {
 		t.Run(mode, func(t *testing.T) {
-			u, err := url.Parse(db.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := u.Query()
-			v.Set("default_query_exec_mode", mode)
-			v.Set("pool_max_conns", "1") // "after" reads the same connection
-			u.RawQuery = v.Encode()
-			pool, err := pgxpool.New(ctx, u.String())
+			dsn := dbtest.WithQuery(db.DSN, "default_query_exec_mode", mode)
+			// One connection: "after" reads the one the batch ran on.
+			pool, err := pgxpool.New(ctx, dbtest.WithQuery(dsn, "pool_max_conns", "1"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -183,6 +183,33 @@ func (db *DB) Count(t testing.TB, query string, args ...any) int {
 	return n
 }
 
+// IDs runs a query (with '?' placeholders) whose rows are one integer
+// each, and returns them in order.
+func (db *DB) IDs(t testing.TB, query string, args ...any) []int64 {
+	t.Helper()
+	rows, err := db.SQL.Query(db.Dialect.Rebind(query), args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return ids
+}
+
+// PgxExecModes are pgx's query exec modes, for tests that run in each: a
+// transaction pooler needs exec or simple_protocol.
+var PgxExecModes = []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"}
+
 // Exec runs a statement (with '?' placeholders).
 func (db *DB) Exec(t testing.TB, query string, args ...any) {
 	t.Helper()
@@ -206,6 +233,10 @@ func mustOpen(t testing.TB, driver, dsn string) *sql.DB {
 	}
 	return db
 }
+
+// WithQuery returns the URL dsn with its query parameter key set to value
+// (dsn unchanged if it is not a URL).
+func WithQuery(dsn, key, value string) string { return withQuery(dsn, key, value) }
 
 func withQuery(dsn, key, value string) string {
 	u, err := url.Parse(dsn)
