@@ -128,7 +128,6 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 	return append(rows, more...), nil
 }
 
-// lastInClaimOrder is the greatest (available_at, id) among rows.
 // PostgresClaimPlanner keeps a claim's plan on its indexes: no sequential or
 // bitmap scan, no hash or merge join. Under churn the jobs table and its
 // indexes are mostly empty pages, and after an ANALYZE that caught few live
@@ -137,7 +136,7 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 // for each claim of 1,000 (a seq scan or a bitmap heap scan, then a sort;
 // or a merge join walking the primary key). In an hour's soak at 50,000
 // jobs/s that took claims from milliseconds to 25 seconds, and the queue
-// stopped for a minute (docs/scaling.md, "One stall";
+// stopped for a minute (docs/scaling.md, "One stall, and its cause";
 // TestPostgresClaimStaysOnIndexes rebuilds the state). The settings are
 // the transaction's own (set_config's is_local), so nothing outlives the
 // claim, and a transaction pooler sees one transaction; on a pgx pool the
@@ -163,6 +162,7 @@ func claimWithIndexes(ctx context.Context, db sqldb.DB, collect func(sqldb.Rows,
 	})
 }
 
+// lastInClaimOrder is the greatest (available_at, id) among rows.
 func lastInClaimOrder(rows []JobRow) (av, id int64) {
 	av, id = rows[0].AvailableAt, rows[0].ID
 	for _, r := range rows[1:] {
