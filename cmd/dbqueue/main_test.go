@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -289,6 +290,26 @@ func TestMonitorWatch(t *testing.T) {
 	for _, l := range lines {
 		if r := decode[monitorReport](t, l); !r.Alert || len(r.Queues) != 2 {
 			t.Errorf("round %+v", r)
+		}
+	}
+}
+
+// TestVersionLine checks what `dbqueue version` prints for a released
+// module, for a build from a checkout, and without build information.
+func TestVersionLine(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"released", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.0"}}, "dbqueue v0.1.0 go1.26.8"},
+		{"checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, "dbqueue (devel) 0123456789ab+dirty go1.26.8"},
+		{"checkout without vcs", &debug.BuildInfo{GoVersion: "go1.26.8"}, "dbqueue (devel) go1.26.8"},
+		{"no build info", nil, "dbqueue (devel)"},
+	} {
+		if got := versionLine(c.bi); got != c.want {
+			t.Errorf("%s: versionLine = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

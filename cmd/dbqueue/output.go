@@ -108,7 +108,8 @@ func rawJSON(b []byte) json.RawMessage {
 	return s
 }
 
-// version prints the module version this command was built from.
+// version prints the module version this command was built from, so an
+// operator can say which release a fleet runs.
 func (c *cli) version(args []string) error {
 	rest, err := parse(newFlagSet(c, "version"), args)
 	if err != nil {
@@ -117,13 +118,39 @@ func (c *cli) version(args []string) error {
 	if err := noArgs("version", rest); err != nil {
 		return err
 	}
-	v, goVersion := "(devel)", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		goVersion = bi.GoVersion
-	}
-	fmt.Fprintf(c.out, "dbqueue %s %s\n", v, goVersion)
+	bi, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(c.out, versionLine(bi))
 	return nil
+}
+
+// versionLine is "dbqueue VERSION GOVERSION": the module version that
+// `go install …@v0.1.0` records (v0.1.0), or for a build from a checkout
+// "(devel)" with the commit it was built from and "+dirty" when the tree
+// had changes, so a binary built by hand still names its source.
+func versionLine(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "dbqueue (devel)"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "(devel)"
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			v += " " + rev + dirty
+		}
+	}
+	return strings.TrimSpace("dbqueue " + v + " " + bi.GoVersion)
 }

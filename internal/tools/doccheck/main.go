@@ -38,11 +38,13 @@ func main() {
 	}
 }
 
-// check checks files (README.md, CONTRIBUTING.md and docs/*.md under root
+// check checks files (README.md, CONTRIBUTING.md, docs/*.md and docs/*/*.md under root
 // when none are given).
 func check(root string, files []string) ([]string, error) {
 	if len(files) == 0 {
 		docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+		measured, _ := filepath.Glob(filepath.Join(root, "docs", "*", "*.md"))
+		docs = append(docs, measured...)
 		files = append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md")}, docs...)
 	}
 	abs, err := filepath.Abs(root)
