@@ -2,6 +2,7 @@ package dialect_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/dialect/dialecttest"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
+	"github.com/dbqueue/dbqueue/migrations"
 )
 
 // variant is one way to reach a database that changes what its driver or
@@ -81,12 +83,28 @@ func (v variant) open(t *testing.T) dialecttest.Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	d, err := dialect.Open(ctx, string(v.dialect), pool, dialect.DefaultTables)
+	own := func(t *testing.T, tables dialect.Tables) dialect.Dialect {
+		t.Helper()
+		err := migrations.Up(ctx, db.SQL, v.dialect, migrations.WithLogger(slog.New(slog.DiscardHandler)),
+			migrations.WithTables(migrations.Tables{Jobs: tables.Jobs, Failed: tables.Failed, Schema: tables.Schema}))
+		if err != nil {
+			t.Fatalf("migrate %s: %v", tables.Jobs, err)
+		}
+		return v.dialectOn(t, pool, tables)
+	}
+	return dialecttest.Harness{Dialect: v.dialectOn(t, pool, dialect.DefaultTables), DB: pool, RowLocks: v.dialect != dbqueue.SQLite, Own: own}
+}
+
+// dialectOn opens v's dialect over tables on pool, as the queue opens it,
+// or with v's server forced.
+func (v variant) dialectOn(t *testing.T, pool sqldb.DB, tables dialect.Tables) dialect.Dialect {
+	t.Helper()
+	d, err := dialect.Open(context.Background(), string(v.dialect), pool, tables)
 	if v.server != nil && err == nil {
-		d, err = dialect.For(string(v.dialect), dialect.DefaultTables, *v.server)
+		d, err = dialect.For(string(v.dialect), tables, *v.server)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dialecttest.Harness{Dialect: d, DB: pool, RowLocks: v.dialect != dbqueue.SQLite}
+	return d
 }

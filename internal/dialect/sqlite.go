@@ -95,6 +95,52 @@ func (s *sqlite) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Ke
 var errNotOurs = errors.New("dbqueue: a row deleted by id is held by another reservation")
 
 func (s *sqlite) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
+	if sharesID(rs) {
+		// A stale reservation of a row beside the one that holds it (a
+		// job reclaimed by the same process): the SET's CASE id and the
+		// ids read back cannot tell the two apart, so the stale ones are
+		// dropped first, in the transaction that holds the database.
+		var released map[Key]bool
+		err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+			still, err := collectKeys(tx.Query(ctx, "SELECT id, reservation_token FROM "+s.jobs+heldWhere(helds(rs))))
+			if err != nil {
+				return err
+			}
+			var keep []Release
+			for _, r := range rs {
+				if still[r.Key()] {
+					keep = append(keep, r)
+				}
+			}
+			released = map[Key]bool{}
+			if len(keep) == 0 {
+				return nil
+			}
+			released, err = s.releaseHeld(ctx, &joined{Tx: tx}, keep)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return released, nil
+	}
+	return s.releaseHeld(ctx, db, rs)
+}
+
+// sharesID reports whether two releases of rs name one row.
+func sharesID(rs []Release) bool {
+	seen := make(map[int64]bool, len(rs))
+	for _, r := range rs {
+		if seen[r.ID] {
+			return true
+		}
+		seen[r.ID] = true
+	}
+	return false
+}
+
+// releaseHeld is ReleaseHeld of releases that each name a row of their own.
+func (s *sqlite) releaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
 	set, args := s.releaseSet(rs)
 	if !s.writesHistory(rs) {
 		return collectKeys(db.Query(ctx, "UPDATE "+s.jobs+" SET "+set+heldWhere(helds(rs))+" RETURNING id, reservation_token", args...))

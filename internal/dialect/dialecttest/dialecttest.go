@@ -1,9 +1,17 @@
 // Package dialecttest is the conformance suite of internal/dialect: the
-// behaviour every database's Dialect must show, written once against the
-// interfaces (Dialect, Uniquer, Limits, TickLocker, Batches, Lookup) and
-// run for each database and each DSN variant that changes what a driver
-// reports (see ../conformance_test.go). A new database is done when its
-// dialect file and migrations pass Run.
+// contract of every method of every interface a database's dialect
+// implements (the list in interfaces.go), asserted against a real database,
+// and run for each database and each DSN variant that changes what a
+// driver reports (see ../conformance_test.go). A new database is done
+// when its dialect file and migrations pass Run.
+//
+// Each method has at least one subtest, named "Interface.Method", in the
+// file of its interface (dialect.go, batches.go, bounded.go, ...);
+// TestEveryMethodHasATest fails when one has none. The subtests run in
+// parallel on one database: each keeps to queue names, keys and uuids of
+// its own, and those whose method reads or prunes a whole table (the
+// Prune methods, MaxFailedID, CappedTotals, the searches) get a table set
+// of their own (Harness.Own).
 //
 // Every subtest asserts something a wrong dialect gets wrong: a claim that
 // takes a locked or someone else's row, a finish that acts on a
@@ -14,6 +22,7 @@ package dialecttest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -35,58 +44,93 @@ type Harness struct {
 	DB sqldb.DB
 	// RowLocks is true where the database locks rows (SELECT … FOR UPDATE
 	// SKIP LOCKED), false where a writer holds the whole database
-	// (SQLite): the SKIP LOCKED subtest runs only with row locks.
+	// (SQLite): the subtests of row locks run only with row locks.
 	RowLocks bool
+	// Own migrates a table set named tables in DB's database and returns
+	// the dialect over it, opened as Dialect was. The subtests of methods
+	// that read or prune a whole table use one each, so that their exact
+	// answers do not depend on the subtests running beside them.
+	Own func(t *testing.T, tables dialect.Tables) dialect.Dialect
 }
 
-// Run runs every behaviour as a subtest of t on one database that newDB
-// makes. The subtests share it: each keeps to queue names, keys and uuids
-// of its own, so they run in sequence on one migration.
+// Run runs the suite as subtests of t on one database that newDB makes:
+// one subtest per method of each interface (see interfaces), all in
+// parallel. It fails when the dialect does not implement one of them.
 func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 	h := newDB(t)
-	s := &suite{Harness: h}
-	for _, c := range []struct {
-		name string
-		fn   func(t *testing.T, s *suite)
-	}{
-		{"ClaimSkipsLockedRows", claimSkipsLockedRows},
-		{"ConcurrentClaimsAreDisjoint", concurrentClaimsAreDisjoint},
-		{"ClaimReclaimsExpired", claimReclaimsExpired},
-		{"ReadyQueues", readyQueues},
-		{"FinishesCheckTheToken", finishesCheckTheToken},
-		{"FinishesInTheCallersTransaction", finishesInTheCallersTransaction},
-		{"InsertIDsAnyStep", insertIDsAnyStep},
-		{"DatabaseClock", databaseClock},
-		{"Unique", unique},
-		{"LimitsAndLocks", limitsAndLocks},
-		{"TickLocks", tickLocks},
-		{"Batches", batches},
-		{"Signals", signals},
-		{"Lookup", lookup},
-		{"RetryFromFailed", retryFromFailed},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			// A dialect that blocks where it should skip fails the
-			// subtest rather than hanging the suite.
-			var cancel context.CancelFunc
-			s.ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			c.fn(t, s)
-		})
+	sh := &shared{}
+	for _, in := range interfaces {
+		if !reflect.TypeOf(h.Dialect).Implements(in.typ) {
+			t.Errorf("the %s dialect does not implement dialect.%s", h.Dialect.Name(), in.typ.Name())
+			continue
+		}
+		for _, m := range in.methods() {
+			t.Run(m.name, func(t *testing.T) {
+				t.Parallel()
+				for _, c := range m.tests {
+					if c.name == "" {
+						sh.run(t, h, c.fn)
+						continue
+					}
+					t.Run(c.name, func(t *testing.T) {
+						t.Parallel()
+						sh.run(t, h, c.fn)
+					})
+				}
+			})
+		}
 	}
+}
+
+// test is one subtest: the contract of method (its doc comment's), or,
+// with a name, one behaviour of it under its own subtest.
+type test struct {
+	method string
+	name   string
+	fn     func(t *testing.T, s *suite)
+}
+
+// shared is what the subtests of one database share.
+type shared struct {
+	seq atomic.Int64
+}
+
+// run runs fn with a suite of its own, whose context ends a minute after
+// the start: a dialect that blocks where it should skip fails the subtest
+// rather than hanging the suite.
+func (sh *shared) run(t *testing.T, h Harness, fn func(t *testing.T, s *suite)) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fn(t, &suite{Harness: h, shared: sh, ctx: ctx})
 }
 
 // suite is the shared database and the helpers the subtests use.
 type suite struct {
 	Harness
-	queues atomic.Int64
+	*shared
 	// ctx is the running subtest's: it ends a minute after the start.
 	ctx context.Context
 }
 
+// own returns s over a table set of its own, migrated, empty.
+func (s *suite) own(t *testing.T) *suite {
+	t.Helper()
+	if s.Own == nil {
+		t.Fatal("the harness has no Own: this subtest needs tables of its own")
+	}
+	n := s.seq.Add(1)
+	tables := dialect.Tables{Jobs: fmt.Sprintf("own%d_jobs", n), Failed: fmt.Sprintf("own%d_failed", n), Schema: s.Dialect.Tables().Schema}
+	o := *s
+	o.Dialect = s.Own(t, tables)
+	if got := o.Dialect.Tables(); got != tables {
+		t.Fatalf("Own opened tables %+v, want %+v", got, tables)
+	}
+	return &o
+}
+
 // queue is a queue name no other subtest uses.
 func (s *suite) queue(t *testing.T) string {
-	return fmt.Sprintf("%s-%d", t.Name(), s.queues.Add(1))
+	return fmt.Sprintf("%s-%d", t.Name(), s.seq.Add(1))
 }
 
 // push inserts n due rows on queue, each payload naming its index, and
@@ -201,4 +245,74 @@ func must[T any](t *testing.T, what string) func(v T, err error) T {
 		}
 		return v
 	}
+}
+
+func must2(t *testing.T, what string) func(a, b int64, err error) (int64, int64) {
+	return func(a, b int64, err error) (int64, int64) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return a, b
+	}
+}
+
+// inTx runs fn in a transaction of opts, retried as a worker retries it.
+func (s *suite) inTx(t *testing.T, opts sqldb.TxOptions, fn func(tx sqldb.Tx) error) {
+	t.Helper()
+	if err := sqldb.InTx(s.ctx, s.DB, opts, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failed pushes one row on queue, claims it and moves it to failed_jobs
+// under uuid, and returns its failed row.
+func (s *suite) failed(t *testing.T, queue, uuid string) dialect.FailedRow {
+	t.Helper()
+	s.push(t, queue, 1)
+	c := s.claimOne(t, queue)
+	f := dialect.Failure{UUID: uuid, Connection: "database", Queue: queue, Payload: c.Payload, Exception: "boom " + uuid}
+	if ok := must[bool](t, "fail "+uuid)(s.Dialect.FailMove(s.ctx, s.DB, held(c), f)); !ok {
+		t.Fatalf("fail of held row %d reported it not held", c.ID)
+	}
+	rows := must[[]dialect.FailedRow](t, "list "+uuid)(s.Dialect.ListFailed(s.ctx, s.DB, dialect.FailedFilter{UUIDs: []string{uuid}}))
+	if len(rows) != 1 {
+		t.Fatalf("failed rows of %s: %+v, want 1", uuid, rows)
+	}
+	return rows[0]
+}
+
+// history is d's ErrorHistory.
+func (s *suite) history(t *testing.T) dialect.ErrorHistory {
+	t.Helper()
+	h, ok := s.Dialect.(dialect.ErrorHistory)
+	if !ok {
+		t.Fatal("the dialect has no ErrorHistory")
+	}
+	return h
+}
+
+// releaseWithError releases the held row r, due at once, with an error
+// for its history, and returns its next claim.
+func (s *suite) releaseWithError(t *testing.T, r dialect.JobRow, text string) dialect.JobRow {
+	t.Helper()
+	got := must[map[dialect.Key]bool](t, "release with error")(s.Dialect.ReleaseHeld(s.ctx, s.DB,
+		[]dialect.Release{{Held: held(r), Error: &dialect.ReleaseError{Error: text, Worker: "host:1"}}}))
+	if !got[held(r).Key()] {
+		t.Fatalf("release of held row %d: %v", r.ID, got)
+	}
+	next := s.claimOne(t, r.Queue)
+	if next.ID != r.ID {
+		t.Fatalf("after the release the claim took %d, want %d", next.ID, r.ID)
+	}
+	return next
+}
+
+// failedIDs is the ids of rows, in their order.
+func failedIDs(rows []dialect.FailedRow) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
 }
