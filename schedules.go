@@ -41,6 +41,28 @@ type ScheduleInfo struct {
 	SeenAgo time.Duration
 }
 
+// The bounds of ScheduleInfo.State: a running scheduler writes its
+// schedules every five minutes and pushes each tick when it is due.
+const (
+	scheduleUnseen = 15 * time.Minute
+	scheduleLate   = time.Minute
+)
+
+// State says whether a scheduler keeps the schedule: "unseen" when none
+// has written its row for 15 minutes (it was removed or renamed, or every
+// process that runs it is down), "late" when its next tick is more than a
+// minute past and was not pushed, "ok" otherwise.
+func (s ScheduleInfo) State() string {
+	now := s.SeenAt.Add(s.SeenAgo) // the database's now when read
+	switch {
+	case s.SeenAgo > scheduleUnseen:
+		return "unseen"
+	case !s.NextTick.IsZero() && now.Sub(s.NextTick) > scheduleLate && s.LastTick.Before(s.NextTick):
+		return "late"
+	}
+	return "ok"
+}
+
 // Schedules lists the periodic schedules that schedulers keep on the
 // queue's tables, by name (at most 10,000). The table comes with
 // migration 00013.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/dbqueue/dbqueue"
 )
 
 // scheduleRow is a row of `dbqueue schedules`. A time no scheduler wrote
@@ -21,29 +19,8 @@ type scheduleRow struct {
 	LastPushed *time.Time `json:"last_pushed"`
 	SeenAt     time.Time  `json:"seen_at"`
 	SeenAgo    float64    `json:"seen_seconds_ago"`
-	// Status is scheduleStatus's word.
+	// Status is ok, late or unseen (dbqueue.ScheduleInfo.State).
 	Status string `json:"status"`
-}
-
-// Past these, a schedule's row says no scheduler keeps it: a running one
-// writes its schedules every five minutes and pushes each tick when due.
-const (
-	scheduleUnseen = 15 * time.Minute
-	scheduleLate   = time.Minute
-)
-
-// scheduleStatus is "ok"; "late" when the next tick is over a minute
-// past and not pushed; "unseen" when no scheduler has written the row for
-// 15 minutes (none runs it: removed, renamed, or every process down).
-func scheduleStatus(s dbqueue.ScheduleInfo) string {
-	now := s.SeenAt.Add(s.SeenAgo) // the database's now
-	switch {
-	case s.SeenAgo > scheduleUnseen:
-		return "unseen"
-	case !s.NextTick.IsZero() && now.Sub(s.NextTick) > scheduleLate && s.LastTick.Before(s.NextTick):
-		return "late"
-	}
-	return "ok"
 }
 
 func optTime(t time.Time) *time.Time {
@@ -79,7 +56,7 @@ func (c *cli) schedules(ctx context.Context, args []string) error {
 		rows[i] = scheduleRow{
 			Name: s.Name, Spec: s.Spec, NextTick: optTime(s.NextTick), LastTick: optTime(s.LastTick),
 			LastJobID: s.LastJobID, LastQueue: s.LastQueue, LastJob: s.LastJob, LastPushed: optTime(s.LastPushed),
-			SeenAt: s.SeenAt.UTC(), SeenAgo: s.SeenAgo.Seconds(), Status: scheduleStatus(s),
+			SeenAt: s.SeenAt.UTC(), SeenAgo: s.SeenAgo.Seconds(), Status: s.State(),
 		}
 	}
 	if *asJSON {
