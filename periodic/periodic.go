@@ -40,6 +40,15 @@
 // schedule. Two schedules that push the very same job (queue, name, data)
 // at the same instant push it once.
 //
+// # Listing
+//
+// Every scheduler writes its schedules (name, spec, next tick) to the
+// schedules table (migration 00013) when it starts and every few minutes,
+// and the process whose push took a tick records it; Queue.Schedules,
+// `dbqueue schedules` and the dashboard read it. The table only reports:
+// without it, ticks are pushed all the same. Job.RunAtStart pushes a job
+// once more when schedulers start, once across processes.
+//
 // # Locks
 //
 // Tick locks live in the unique-lock table (dbqueue_unique). A scheduler
@@ -431,7 +440,7 @@ func (s *Scheduler) recorded(ctx context.Context, err error) {
 		s.unrecorded = false
 	case !s.unrecorded && ctx.Err() == nil:
 		s.unrecorded = true
-		s.log.Warn("periodic: cannot write the schedules table (migration 00013: run migrate up); ticks are pushed all the same, and this is logged again only after a write worked", "error", err)
+		s.log.Warn("periodic: cannot write the schedules table, which only reports the schedules (it comes with migration 00013: run migrate up if it is missing); ticks are pushed all the same, and this is logged again only after a write worked", "error", err)
 	}
 }
 
