@@ -98,3 +98,47 @@ func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64,
 	})
 	return n, sqldb.Wrap("prune periodic locks", err)
 }
+
+// PushScheduleStart pushes job once for the start of a scheduler of the
+// periodic schedule named schedule (periodic.RunAtStart), at the database
+// time at, unless a start of that schedule was pushed already, by any
+// process, before until (the schedule's next tick, or later): several
+// processes that start together, or one after another in a rolling
+// deploy, push it once. The job and its lock, which the tick locks'
+// pruning deletes once until passed, are written in one transaction.
+// pushed is false when another start took it. Package periodic uses it.
+func (e ext) PushScheduleStart(ctx context.Context, job NewJob, schedule string, at, until int64) (id int64, pushed bool, err error) {
+	q := e.q
+	rows, err := q.rows([]NewJob{job})
+	if err != nil {
+		return 0, false, err
+	}
+	lock := dialect.UniqueLock{Key: lockKey("periodic-start", schedule), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &at}
+	u, tl := q.sql.(dialect.Uniquer), q.sql.(dialect.TickLocker)
+	notify := q.wake.shouldNotify(rows)
+	err = sqldb.Retry(ctx, func() error {
+		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
+			holder, ok, err := tl.AcquireTickLock(ctx, tx, lock)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errTickTaken{holder}
+			}
+			ids, err := q.sql.Insert(ctx, tx, rows, notify)
+			if err != nil {
+				return err
+			}
+			id = ids[0]
+			return u.SetUniqueJob(ctx, tx, lock.Key, id)
+		})
+	})
+	var taken errTickTaken
+	if errors.As(err, &taken) {
+		return taken.holder, false, nil
+	}
+	if err != nil {
+		return 0, false, sqldb.Wrap("push periodic job at start", err)
+	}
+	return id, true, nil
+}

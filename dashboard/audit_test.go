@@ -63,6 +63,8 @@ func seedOperatorView(t *testing.T, db *dbtest.DB) (processedInAll int) {
 		"('w1', 'default', 'app-1.example.internal', 4242, 'v1.4.0', '[\"mail\",\"reports\"]', 8, 3, 12873, %d, %d, %d), "+
 		"('w2', 'reports', 'app-2.example.internal', 917, 'v1.4.0', '[\"reports\"]', 2, 0, 311, %d, %d, %d)",
 		started, seen, seen+3600, started+600, seen-4, seen+3600))
+	db.Exec(t, fmt.Sprintf("INSERT INTO jobs_schedules (schedule_key, name, spec, queue, job, next_tick, last_tick, last_job_id, last_pushed_at, seen_at) VALUES "+
+		"('seeded', 'nightly-digest', '0 3 * * *', 'mail', 'digest', %d, %d, 7, %d, %d)", seen+3600, seen-82800, seen-82800, seen-30))
 	return processedInAll
 }
 

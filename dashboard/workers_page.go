@@ -17,10 +17,16 @@ type workersData struct {
 	LeftOut  int
 	Running  int64 // jobs held, over every worker
 	Capacity int64 // goroutines, over every worker
+	// Schedules are the periodic schedules their schedulers recorded;
+	// SchedulesErr says why they could not be read (the table of
+	// migration 00013 missing), without failing the page.
+	Schedules    []dbqueue.ScheduleInfo
+	SchedulesErr string
 }
 
 // workersPage lists the workers' heartbeat rows: who is running, where,
-// on which queues, and how busy.
+// on which queues, and how busy; and the periodic schedules, what pushes
+// jobs on a clock.
 func (d *Dashboard) workersPage(w http.ResponseWriter, r *http.Request) {
 	list, err := d.q.Workers(r.Context())
 	if err != nil {
@@ -43,5 +49,8 @@ func (d *Dashboard) workersPage(w http.ResponseWriter, r *http.Request) {
 		list = list[:maxWorkerRows]
 	}
 	data.Workers = list
+	if data.Schedules, err = d.q.Schedules(r.Context()); err != nil {
+		data.SchedulesErr = "schedules unavailable: " + err.Error()
+	}
 	d.render(w, r, http.StatusOK, "workers", d.view(w, r, "Workers", "workers", data))
 }

@@ -46,12 +46,8 @@ func TestUpRollsUpRecordedMinutes(t *testing.T) {
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs_metrics_hourly"); n != 3 {
 			t.Errorf("%d hourly rows, want 3", n)
 		}
-		// Down to 00010: 00012 first, then 00011.
-		for range 2 {
-			if _, err := m.Down(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// Down to 00010: the later ones first, then 00011.
+		downBelow(t, m, 11)
 		wantTables(t, db, false, "jobs_metrics_hourly")
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs_metrics"); n != 5 {
 			t.Errorf("down left %d minutes, want 5", n)

@@ -22,3 +22,9 @@ func (t Tables) HistoryTable() string { return t.qualify(t.withDefaults().Jobs +
 func (t Tables) MetricsHourlyTable() string {
 	return t.qualify(t.withDefaults().Jobs + "_metrics_hourly")
 }
+
+// SchedulesTable is the table where periodic schedulers record the
+// schedules they keep (migration 00013): <jobs>_schedules,
+// schema-qualified when Schema is set. It reports them (Queue.Schedules);
+// the tick locks in UniqueTable decide what is pushed.
+func (t Tables) SchedulesTable() string { return t.qualify(t.withDefaults().Jobs + "_schedules") }

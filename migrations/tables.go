@@ -171,6 +171,7 @@ func (t Tables) Validate(dialect dbqueue.Dialect) error {
 		{"Jobs", t.Jobs + "_metrics"},
 		{"Jobs", t.Jobs + "_metrics_hourly"},
 		{"Jobs", t.Jobs + "_workers"},
+		{"Jobs", t.Jobs + "_schedules"},
 		{"Jobs", t.Jobs + "_history_finished_idx"},
 		{"Jobs", t.errorsName() + "_uuid"},
 	}

@@ -72,7 +72,7 @@ func TestTwoTableSets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_limits", "billing_jobs_locks", "billing_jobs_batches", "billing_jobs_metrics", "billing_jobs_metrics_hourly", "billing_jobs_workers", "billing_jobs_history", "billing_jobs_errors")
+		wantTables(t, db, false, "billing_jobs", "billing_failed", "billing_jobs_signals", "billing_jobs_unique", "billing_jobs_limits", "billing_jobs_locks", "billing_jobs_batches", "billing_jobs_metrics", "billing_jobs_metrics_hourly", "billing_jobs_workers", "billing_jobs_history", "billing_jobs_errors", "billing_jobs_schedules")
 		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches", "dbqueue_job_errors")
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 1 {
 			t.Fatalf("rolling billing back left %d rows in jobs, want 1", n)
@@ -180,7 +180,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql", "00009_operator_view.sql", "00010_create_job_errors.sql", "00011_metrics_hourly.sql", "00012_jobs_autovacuum.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql", "00009_operator_view.sql", "00010_create_job_errors.sql", "00011_metrics_hourly.sql", "00012_jobs_autovacuum.sql", "00013_create_schedules.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}
@@ -253,12 +253,12 @@ func TestFSGolangMigrate(t *testing.T) {
 		for _, name := range ups {
 			run(name)
 		}
-		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_metrics_hourly", "jobs_workers", "jobs_history", "dbqueue_job_errors")
+		wantTables(t, db, true, "jobs", "failed_jobs", "dbqueue_signals", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_metrics_hourly", "jobs_workers", "jobs_history", "dbqueue_job_errors", "jobs_schedules")
 		db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, available_at, created_at, reservation_token) VALUES ('default', '{}', 0, 1, 1, 0)")
 		for i := len(downs) - 1; i >= 0; i-- {
 			run(downs[i])
 		}
-		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_metrics_hourly", "jobs_workers", "jobs_history", "dbqueue_job_errors")
+		wantTables(t, db, false, "jobs", "failed_jobs", "dbqueue_signals", "dbqueue_unique", "jobs_limits", "jobs_locks", "job_batches", "jobs_metrics", "jobs_metrics_hourly", "jobs_workers", "jobs_history", "dbqueue_job_errors", "jobs_schedules")
 	})
 }
 

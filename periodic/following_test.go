@@ -48,8 +48,14 @@ func (f *fakePusher) PushScheduledTick(_ context.Context, _ dbqueue.NewJob, _, _
 	f.pushes = append(f.pushes, tick)
 	return int64(len(f.pushes)), true, nil
 }
-func (f *fakePusher) PruneTickLocks(context.Context, int64, int) (int64, error) { return 0, nil }
-func (f *fakePusher) DBNow(context.Context) (int64, error)                      { return 0, nil }
+func (f *fakePusher) PushScheduleStart(context.Context, dbqueue.NewJob, string, int64, int64) (int64, bool, error) {
+	return 0, false, nil
+}
+func (f *fakePusher) SeeSchedules(context.Context, []dbqueue.ScheduleInfo) error     { return nil }
+func (f *fakePusher) RecordScheduleTick(context.Context, dbqueue.ScheduleInfo) error { return nil }
+func (f *fakePusher) PruneSchedules(context.Context, int64, int) (int64, error)      { return 0, nil }
+func (f *fakePusher) PruneTickLocks(context.Context, int64, int) (int64, error)      { return 0, nil }
+func (f *fakePusher) DBNow(context.Context) (int64, error)                           { return 0, nil }
 
 // A scheduler decades behind its schedule (a tick from 1970, now in 2026)
 // does one bounded pass: it pushes no tick that old, and at most

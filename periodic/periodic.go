@@ -40,6 +40,15 @@
 // schedule. Two schedules that push the very same job (queue, name, data)
 // at the same instant push it once.
 //
+// # Listing
+//
+// Every scheduler writes its schedules (name, spec, next tick) to the
+// schedules table (migration 00013) when it starts and every few minutes,
+// and the process whose push took a tick records it; Queue.Schedules,
+// `dbqueue schedules` and the dashboard read it. The table only reports:
+// without it, ticks are pushed all the same. Job.RunAtStart pushes a job
+// once more when schedulers start, once across processes.
+//
 // # Locks
 //
 // Tick locks live in the unique-lock table (dbqueue_unique). A scheduler
@@ -122,6 +131,15 @@ type Job struct {
 	Schedule Schedule
 	// New builds the job to push for a tick.
 	New func(tick time.Time) dbqueue.NewJob
+	// RunAtStart pushes the job once more when a scheduler starts, beside
+	// its ticks: New gets the database time the scheduler started. It is
+	// pushed once across processes: a scheduler that starts before the
+	// schedule's next tick (and less than a minute after the start that
+	// pushed) pushes nothing, so several processes starting together, or
+	// one after another in a rolling deploy, push it once. It is for jobs
+	// that should not wait for a distant first tick after a deploy (a
+	// daily cache warm-up); the next tick is pushed as usual.
+	RunAtStart bool
 }
 
 // Options configure a Scheduler.
@@ -145,12 +163,20 @@ type Scheduler struct {
 	catch  int
 	offset time.Duration // best known database clock minus local clock
 	known  bool          // offset was measured
+	// unrecorded is set once writing the schedules table failed and was
+	// logged, until a write works again.
+	unrecorded bool
 }
 
 type tickPusher interface {
 	PushScheduledTick(ctx context.Context, job dbqueue.NewJob, schedule, spec string, tick, next, window int64) (int64, bool, error)
+	PushScheduleStart(ctx context.Context, job dbqueue.NewJob, schedule string, at, until int64) (int64, bool, error)
 	PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error)
 	DBNow(ctx context.Context) (int64, error)
+	// The schedules table, which reports and decides nothing.
+	SeeSchedules(ctx context.Context, list []dbqueue.ScheduleInfo) error
+	RecordScheduleTick(ctx context.Context, s dbqueue.ScheduleInfo) error
+	PruneSchedules(ctx context.Context, age int64, limit int) (int64, error)
 }
 
 // New checks jobs and returns a Scheduler on q. Run it in every process
@@ -252,11 +278,22 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	next := make([]int64, len(s.jobs))
+	starting := make([]bool, len(s.jobs)) // a RunAtStart push is due
 	for i, j := range s.jobs {
 		next[i] = s.following(j, now)
+		starting[i] = j.RunAtStart
 	}
+	s.see(ctx, next)
+	started := now   // the instant a RunAtStart push is for
 	var pruned int64 // database time of the last prune
 	for {
+		startFailed := false
+		for i, j := range s.jobs {
+			if starting[i] {
+				starting[i] = !s.pushStart(ctx, j, started, next[i])
+				startFailed = startFailed || starting[i]
+			}
+		}
 		due := never
 		for _, n := range next {
 			due = min(due, n)
@@ -264,6 +301,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		wait := pruneEvery
 		if due != never {
 			wait = min(wait, time.Until(time.Unix(due, 0).Add(-s.offset)))
+		}
+		if startFailed {
+			wait = min(wait, time.Second)
 		}
 		if !sleep(ctx, max(wait, poll)) {
 			return nil
@@ -280,6 +320,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			failed = failed || !ok
 		}
 		if now-pruned >= int64(pruneEvery/time.Second) {
+			if pruned != 0 {
+				s.see(ctx, next)
+			}
 			pruned = now
 			s.prune(ctx)
 		}
@@ -327,15 +370,86 @@ func (s *Scheduler) pushDue(ctx context.Context, j Job, tick, now int64) (int64,
 		if next == never {
 			until = tick + 1
 		}
-		if _, _, err := s.ext.PushScheduledTick(ctx, j.New(at(tick)), j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second)); err != nil {
+		job := j.New(at(tick))
+		id, pushed, err := s.ext.PushScheduledTick(ctx, job, j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second))
+		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("periodic: push failed; retrying", "job", j.Name, "tick", at(tick), "error", err)
 			}
 			return tick, false
 		}
+		if pushed {
+			s.record(ctx, j, job, id, tick, next)
+		}
 		tick = next
 	}
 	return tick, true
+}
+
+// startGrace is how long after a RunAtStart push another scheduler's
+// start pushes nothing, however close the schedule's next tick.
+const startGrace = time.Minute
+
+// pushStart makes j's RunAtStart push for a scheduler that started at
+// the database time started, whose next tick is next, unless another
+// start took it; it returns false when the push failed (to retry).
+func (s *Scheduler) pushStart(ctx context.Context, j Job, started, next int64) bool {
+	until := max(next, started+int64(startGrace/time.Second))
+	if next == never {
+		until = started + int64(startGrace/time.Second)
+	}
+	job := j.New(time.Unix(started, 0).UTC())
+	id, pushed, err := s.ext.PushScheduleStart(ctx, job, j.Name, started, until)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("periodic: push at start failed; retrying", "job", j.Name, "error", err)
+		}
+		return false
+	}
+	if !pushed {
+		s.log.Debug("periodic: the push at start was made by another scheduler", "job", j.Name, "holder", id)
+		return true
+	}
+	s.log.Info("periodic: pushed at start", "job", j.Name, "id", id)
+	s.record(ctx, j, job, id, started, next)
+	return true
+}
+
+// record writes the tick this process pushed to the schedules table.
+func (s *Scheduler) record(ctx context.Context, j Job, job dbqueue.NewJob, id, tick, next int64) {
+	s.recorded(ctx, s.ext.RecordScheduleTick(ctx, dbqueue.ScheduleInfo{
+		Name: j.Name, Spec: j.Schedule.String(), NextTick: tickTime(next),
+		LastTick: time.Unix(tick, 0), LastJobID: id, LastQueue: job.Queue, LastJob: job.Name,
+	}))
+}
+
+// see writes every schedule's spec and next tick to the schedules table.
+func (s *Scheduler) see(ctx context.Context, next []int64) {
+	list := make([]dbqueue.ScheduleInfo, len(s.jobs))
+	for i, j := range s.jobs {
+		list[i] = dbqueue.ScheduleInfo{Name: j.Name, Spec: j.Schedule.String(), NextTick: tickTime(next[i])}
+	}
+	s.recorded(ctx, s.ext.SeeSchedules(ctx, list))
+}
+
+// recorded logs the first failure to write the schedules table, which
+// only reports the schedules: the ticks are pushed all the same.
+func (s *Scheduler) recorded(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		s.unrecorded = false
+	case !s.unrecorded && ctx.Err() == nil:
+		s.unrecorded = true
+		s.log.Warn("periodic: cannot write the schedules table, which only reports the schedules (it comes with migration 00013: run migrate up if it is missing); ticks are pushed all the same, and this is logged again only after a write worked", "error", err)
+	}
+}
+
+// tickTime is a tick as a time, zero for never.
+func tickTime(u int64) time.Time {
+	if u == never {
+		return time.Time{}
+	}
+	return time.Unix(u, 0)
 }
 
 // skip returns the newest tick at or before now, from tick (whose
@@ -363,6 +477,17 @@ func (s *Scheduler) prune(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Warn("periodic: cannot prune old tick locks; will try again", "error", err)
 			}
+			return
+		}
+		if n < pruneBatch {
+			break
+		}
+	}
+	// The rows of schedules no process has kept for as long.
+	for range 100 {
+		n, err := s.ext.PruneSchedules(ctx, grace, pruneBatch)
+		if err != nil {
+			s.recorded(ctx, err)
 			return
 		}
 		if n < pruneBatch {

@@ -45,6 +45,14 @@ Queues:
                                      a pending job older than -max-age, or more than that
                                      share of failures among jobs ended in -window
   workers [-json]                    running workers: host, pid, queues, running jobs
+  stats [-window 1h|24h|7d] [-queue Q] [-kind K] [-json]
+                                     per queue and kind, what workers recorded over the
+                                     window: processed, failed, released, jobs per minute,
+                                     runtime and wait p50/p95 (estimates from histograms
+                                     whose buckets are a factor of two apart)
+  schedules [-json]                  periodic schedules as their schedulers record them:
+                                     name, spec, next tick, last tick pushed and its job,
+                                     when a scheduler last wrote it, and ok, late or unseen
   pause QUEUE | resume QUEUE         stop or let workers take jobs from QUEUE
   restart                            ask every worker to stop after its current jobs
   clear QUEUE [-force]               delete every job of QUEUE (asks to type the name)
@@ -253,6 +261,10 @@ func runConsole(ctx context.Context, args []string, con console) error {
 		err = c.monitor(ctx, args)
 	case "workers":
 		err = c.workers(ctx, args)
+	case "stats":
+		err = c.stats(ctx, args)
+	case "schedules":
+		err = c.schedules(ctx, args)
 	case "jobs":
 		err = c.jobs(ctx, args)
 	case "failed":
