@@ -119,7 +119,10 @@ func TestSearchPagingFindsEveryMatchOnce(t *testing.T) {
 					want = append(want, r.id)
 				}
 			}
-			page, scanned := pageAll(t, what+" in jobs", s, inJobs, q.SearchJobs, func(j dbqueue.JobInfo) int64 { return j.ID })
+			page, scanned, err := pageAll(s, inJobs, q.SearchJobs, func(j dbqueue.JobInfo) int64 { return j.ID })
+			if err != nil {
+				t.Fatalf("%s in jobs: %v", what, err)
+			}
 			for _, j := range page {
 				got = append(got, j.ID)
 			}
@@ -135,7 +138,10 @@ func TestSearchPagingFindsEveryMatchOnce(t *testing.T) {
 					}
 				}
 			}
-			fpage, scanned := pageAll(t, what+" in failed_jobs", s, inFailed, store.Search, func(j failed.Job) int64 { return j.ID })
+			fpage, scanned, err := pageAll(s, inFailed, store.Search, func(j failed.Job) int64 { return j.ID })
+			if err != nil {
+				t.Fatalf("%s in failed_jobs: %v", what, err)
+			}
 			for _, j := range fpage {
 				gotU = append(gotU, j.UUID)
 			}
@@ -148,34 +154,40 @@ func TestSearchPagingFindsEveryMatchOnce(t *testing.T) {
 
 // pageAll runs search from the newest rows, each page from the last
 // one's Oldest, until a page is Complete, and returns the matches of all
-// pages and the rows they read. A page that stopped at Limit must end at
-// its last match.
-func pageAll[T any](t *testing.T, what string, s dbqueue.Search, rows int,
-	search func(context.Context, dbqueue.Search) (dbqueue.SearchResult[T], error), id func(T) int64) (all []T, scanned int) {
-	t.Helper()
+// pages and the rows they read, or what went wrong: a page over its
+// limit or window, matches not newest first across pages, a page that
+// stopped at Limit but does not end at its last match, or one that does
+// not go on below the last.
+func pageAll[T any](s dbqueue.Search, rows int, search func(context.Context, dbqueue.Search) (dbqueue.SearchResult[T], error),
+	id func(T) int64) (all []T, scanned int, err error) {
 	for page := 0; ; page++ {
 		if page > rows+1 {
-			t.Fatalf("%s: still not Complete after %d pages", what, page)
+			return all, scanned, fmt.Errorf("still not Complete after %d pages", page)
 		}
 		res, err := search(ctx, s)
 		if err != nil {
-			t.Fatalf("%s: page %d: %v", what, page, err)
+			return all, scanned, fmt.Errorf("page %d: %w", page, err)
 		}
-		all = append(all, res.Matches...)
+		for _, m := range res.Matches {
+			if len(all) > 0 && id(m) >= id(all[len(all)-1]) {
+				return all, scanned, fmt.Errorf("page %d: match %d after %d", page, id(m), id(all[len(all)-1]))
+			}
+			all = append(all, m)
+		}
 		scanned += res.Scanned
 		switch {
 		case len(res.Matches) > s.Limit:
-			t.Fatalf("%s: page %d: %d matches, over the limit", what, page, len(res.Matches))
+			return all, scanned, fmt.Errorf("page %d: %d matches, over the limit", page, len(res.Matches))
 		case res.Scanned > s.Scan:
-			t.Fatalf("%s: page %d: read %d rows, over the window", what, page, res.Scanned)
+			return all, scanned, fmt.Errorf("page %d: read %d rows, over the window", page, res.Scanned)
 		case len(res.Matches) == s.Limit && res.Oldest != id(res.Matches[s.Limit-1]):
-			t.Fatalf("%s: page %d stopped at the limit, its last match %d, but says it read down to %d", what, page, id(res.Matches[s.Limit-1]), res.Oldest)
+			return all, scanned, fmt.Errorf("page %d stopped at the limit, its last match %d, but says it read down to %d", page, id(res.Matches[s.Limit-1]), res.Oldest)
 		}
 		if res.Complete {
-			return all, scanned
+			return all, scanned, nil
 		}
 		if s.BeforeID != 0 && res.Oldest >= s.BeforeID || res.Oldest <= 0 {
-			t.Fatalf("%s: page %d: Oldest %d does not go on below %d", what, page, res.Oldest, s.BeforeID)
+			return all, scanned, fmt.Errorf("page %d: Oldest %d does not go on below %d", page, res.Oldest, s.BeforeID)
 		}
 		s.BeforeID = res.Oldest
 	}
