@@ -196,6 +196,7 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 		{6, m.push}, {3, m.pushDelayed}, {4, m.pushUnique}, {2, m.pushChain}, {2, m.pushBatch},
 		{10, m.claim}, {2, m.claimRace}, {1, m.uniqueRace}, {5, m.delete}, {3, m.release}, {2, m.giveBack}, {3, m.fail},
 		{2, m.retry}, {2, m.cancel}, {1, m.runNow}, {1, m.cancelBatch}, {1, m.pruneUnique}, {3, m.expireReservation}, {2, m.due}, {1, m.expireLocks},
+		{1, m.search},
 	}
 	total := 0
 	for _, o := range ops {
@@ -959,6 +960,47 @@ func (m *model) expireLocks() {
 		}
 	}
 	m.logf("unique locks with a time limit run out")
+}
+
+// search pages a search of one queue, in jobs and in failed_jobs, with a
+// small random window and limit, each page from the last one's Oldest
+// until one is Complete: it must find each of the queue's jobs once, and
+// read each row of the table once.
+func (m *model) search() {
+	s := dbqueue.Search{Queue: m.queue(), Scan: 1 + m.rng.IntN(8), Limit: 1 + m.rng.IntN(4)}
+	m.logf("search queue %.12q: scan %d, limit %d", s.Queue, s.Scan, s.Limit)
+	var want, wantFailed []string
+	inJobs, inFailed := 0, 0
+	for _, u := range m.order {
+		switch j := m.jobs[u]; {
+		case j.state <= mReserved:
+			inJobs++
+			if j.queue == s.Queue {
+				want = append(want, u)
+			}
+		case j.state == mFailed:
+			inFailed++
+			if j.queue == s.Queue {
+				wantFailed = append(wantFailed, u)
+			}
+		}
+	}
+	jobs, read, err := pageAll(s, inJobs, m.prod.SearchJobs, func(j dbqueue.JobInfo) int64 { return j.ID })
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.Payload.UUID)
+	}
+	if slices.Sort(got); err != nil || !slices.Equal(got, slices.Sorted(slices.Values(want))) || read != inJobs {
+		m.errorf("search jobs of %.12q: %v; found %v, model %v; read %d rows of %d", s.Queue, err, got, want, read, inJobs)
+	}
+	fjobs, read, err := pageAll(s, inFailed, m.stores[m.rng.IntN(modelWorkers)].Search, func(j failed.Job) int64 { return j.ID })
+	got = got[:0]
+	for _, j := range fjobs {
+		got = append(got, j.UUID)
+	}
+	if slices.Sort(got); err != nil || !slices.Equal(got, slices.Sorted(slices.Values(wantFailed))) || read != inFailed {
+		m.errorf("search failed jobs of %.12q: %v; found %v, model %v; read %d rows of %d", s.Queue, err, got, wantFailed, read, inFailed)
+	}
 }
 
 // check compares the tables with the model.

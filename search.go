@@ -43,7 +43,8 @@ type Search struct {
 	// reads: DefaultSearchScan when 0, at most MaxSearchScan.
 	Scan int
 	// BeforeID starts the window below this id: pass the last result's
-	// SearchResult.Oldest to search older rows.
+	// SearchResult.Oldest to search older rows (the rows below its last
+	// match, when it stopped at Limit).
 	BeforeID int64
 	// Limit is the most matches returned: DefaultSearchLimit when 0, at
 	// most MaxSearchLimit.
@@ -129,9 +130,12 @@ type SearchResult[T any] struct {
 	Matches []T
 	// Scanned is how many rows the search read (0 for a search by ID or,
 	// in package failed, by UUID, which read only that row); Oldest the
-	// smallest id among them. Complete is true when the window reached the
-	// table's oldest row: nothing older is left to search. Otherwise pass
-	// Oldest as BeforeID to search further back.
+	// smallest id among them. A search that stopped at Limit read only
+	// down to its last match: Oldest is that match's id and Scanned the
+	// rows from there up. Complete is true when the search read down to
+	// the table's oldest row: nothing older is left to search. Otherwise
+	// pass Oldest as BeforeID to search further back: the pages, until
+	// one is Complete, return every match once, none skipped.
 	Scanned  int
 	Oldest   int64
 	Complete bool

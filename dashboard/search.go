@@ -29,7 +29,10 @@ type searchData struct {
 	Scanned                      int
 	Oldest                       int64
 	Complete, Direct, LimitReach bool
-	Older                        string // the URL of the next window, or ""
+	// Older is the URL of the rows below what this page read: below its
+	// last match when it stopped at searchLimit, so paging skips none;
+	// "" when it read down to the table's oldest row.
+	Older string
 }
 
 // searchLimit is the most matches one search page shows.

@@ -5,11 +5,27 @@
 // Pushed and PushedArgs show what the code under test enqueued; Work runs
 // the ready jobs through a worker's handlers once and says what became of
 // each. It is to dbqueue what httptest is to net/http.
+//
+// What dbqueue logs goes to the test's log, not to stderr: the
+// migrations New and NewDSN run, and the workers NewWorker makes, log
+// through Logger(t).
+//
+// # Laravel's table names
+//
+// New's tables are Laravel's jobs and failed_jobs, in a SQLite file of
+// the test's own. NewDSN's are prefixed (dbqt_<hex>_jobs), so tests in
+// parallel on one server never meet: application code that takes its
+// table names from the queue (Queue.Tables) works on them unchanged. When
+// the application's own SQL reads jobs by that name, use
+// NewDefaultTables on a database of the test's own instead: the names
+// are Laravel's, and the database is what keeps tests apart (a SQLite
+// file in t.TempDir, or a database or PostgreSQL schema per test).
 package dbqueuetest
 
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -24,15 +40,22 @@ import (
 )
 
 // New returns a queue on a fresh, migrated SQLite file, closed when the
-// test ends. Options are passed to dbqueue.Open.
+// test ends. Its tables are Laravel's jobs and failed_jobs. Options are
+// passed to dbqueue.Open.
 func New(t testing.TB, opts ...dbqueue.Option) *dbqueue.Queue {
 	t.Helper()
 	ctx := context.Background()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "queue.db")
-	if err := migrations.UpDSN(ctx, dsn); err != nil {
+	if err := migrations.UpDSN(ctx, dsn, migrations.WithLogger(Logger(t))); err != nil {
 		t.Fatalf("dbqueuetest: migrate: %v", err)
 	}
-	q, err := dbqueue.Open(ctx, dsn, opts...)
+	return open(t, dsn, opts)
+}
+
+// open opens the queue a test uses, closed when the test ends.
+func open(t testing.TB, dsn string, opts []dbqueue.Option) *dbqueue.Queue {
+	t.Helper()
+	q, err := dbqueue.Open(context.Background(), dsn, opts...)
 	if err != nil {
 		t.Fatalf("dbqueuetest: open: %v", err)
 	}
@@ -51,19 +74,56 @@ func New(t testing.TB, opts ...dbqueue.Option) *dbqueue.Queue {
 // after the tables; do not pass WithTables.
 func NewDSN(t testing.TB, dsn string, opts ...dbqueue.Option) *dbqueue.Queue {
 	t.Helper()
-	ctx := context.Background()
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	prefix := "dbqt_" + hex.EncodeToString(b[:])
 	tables := migrations.Tables{Jobs: prefix + "_jobs", Failed: prefix + "_failed_jobs"}
+	migrate(t, dsn, tables, true)
+	opts = append([]dbqueue.Option{dbqueue.WithTables(dbqueue.Tables{Jobs: tables.Jobs, Failed: tables.Failed})}, opts...)
+	return open(t, dsn, opts)
+}
+
+// NewDefaultTables returns a queue on Laravel's jobs and failed_jobs in
+// the database dsn names, for tests of application code whose own SQL
+// reads those tables by name. That database must be the test's own (a
+// SQLite file in t.TempDir, a database or PostgreSQL schema created for
+// the test): the names are shared by whoever uses it, so the database is
+// what keeps tests apart. Tables it migrates now are dropped, with their
+// jobs, when the test ends; a database already migrated (by the
+// application's own start-up, say) is used as it is and left so. The
+// queue is closed when the test ends; options are passed to dbqueue.Open.
+func NewDefaultTables(t testing.TB, dsn string, opts ...dbqueue.Option) *dbqueue.Queue {
+	t.Helper()
+	migrate(t, dsn, migrations.Tables{}, false)
+	return open(t, dsn, opts)
+}
+
+// migrate brings tables up to date in the database dsn names and, when
+// it created them (always, when fresh says they are the test's own), drops
+// them when the test ends, with what goose leaves behind.
+func migrate(t testing.TB, dsn string, tables migrations.Tables, fresh bool) {
+	t.Helper()
+	ctx := context.Background()
 	db, dialect, err := dbqueue.OpenSQL(dsn)
 	if err != nil {
 		t.Fatalf("dbqueuetest: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	m, err := migrations.New(db, dialect, migrations.WithTables(tables))
+	m, err := migrations.New(db, dialect, migrations.WithTables(tables), migrations.WithLogger(Logger(t)))
 	if err != nil {
 		t.Fatalf("dbqueuetest: %v", err)
+	}
+	names := tables.Jobs + ", " + tables.Failed
+	if tables.Jobs == "" {
+		names = migrations.DefaultJobs + ", " + migrations.DefaultFailed
+	}
+	if !fresh && (exists(ctx, db, tables.VersionTable()) || exists(ctx, db, migrations.DefaultJobs)) {
+		// Migrated before, or another installation's jobs: not this
+		// test's to drop.
+		if _, err := m.Up(ctx); err != nil {
+			t.Fatalf("dbqueuetest: migrate %s: %v", names, err)
+		}
+		return
 	}
 	// Registered before Up, so a half-done Up is cleaned up too.
 	t.Cleanup(func() {
@@ -73,7 +133,7 @@ func NewDSN(t testing.TB, dsn string, opts ...dbqueue.Option) *dbqueue.Queue {
 				break
 			}
 			if _, err := m.Down(ctx); err != nil {
-				t.Errorf("dbqueuetest: drop the test's tables %s_*: %v", prefix, err)
+				t.Errorf("dbqueuetest: drop the test's tables %s: %v", names, err)
 				return
 			}
 		}
@@ -86,15 +146,8 @@ func NewDSN(t testing.TB, dsn string, opts ...dbqueue.Option) *dbqueue.Queue {
 		}
 	})
 	if _, err := m.Up(ctx); err != nil {
-		t.Fatalf("dbqueuetest: migrate %s_* tables: %v", prefix, err)
+		t.Fatalf("dbqueuetest: migrate %s: %v", names, err)
 	}
-	opts = append([]dbqueue.Option{dbqueue.WithTables(dbqueue.Tables{Jobs: tables.Jobs, Failed: tables.Failed})}, opts...)
-	q, err := dbqueue.Open(ctx, dsn, opts...)
-	if err != nil {
-		t.Fatalf("dbqueuetest: open: %v", err)
-	}
-	t.Cleanup(func() { q.Close() })
-	return q
 }
 
 // NewEnv is NewDSN on the DSN in the environment variable name (such as
@@ -174,4 +227,10 @@ func Work(t testing.TB, w *worker.Worker) []worker.Result {
 		t.Fatalf("dbqueuetest: %v", err)
 	}
 	return res
+}
+
+// exists reports whether db has a table by that name.
+func exists(ctx context.Context, db *sql.DB, table string) bool {
+	_, err := db.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE 1 = 0")
+	return err == nil
 }

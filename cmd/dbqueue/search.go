@@ -66,19 +66,19 @@ func searchJSON[T any](matches []T, scanned int, oldest int64, complete bool) se
 }
 
 // searchNote tells the operator, on stderr, how much a search read: a
-// search reads a window of the newest rows, and says where to go on.
-// direct is a search by a key that reads no window (an id, a failed
-// job's uuid).
+// search reads a window of the newest rows, and says where to go on: from
+// its last match when it stopped at -limit, so paging with -before skips
+// no match. direct is a search by a key that reads no window (an id, a
+// failed job's uuid).
 func (c *cli) searchNote(what string, s dbqueue.Search, direct bool, scanned int, oldest int64, complete bool, found int) {
 	switch {
 	case direct:
 		fmt.Fprintf(c.errOut, "%d found by id or uuid\n", found)
 	case complete:
 		fmt.Fprintf(c.errOut, "%d found; read the newest %d %s, which is all of them\n", found, scanned, what)
+	case found == s.Limit:
+		fmt.Fprintf(c.errOut, "%d found; stopped at -limit %d after reading the newest %d %s (ids from %d): more may match, search on with -before %d\n", found, s.Limit, scanned, what, oldest, oldest)
 	default:
 		fmt.Fprintf(c.errOut, "%d found; read only the newest %d %s (ids from %d): search older ones with -before %d\n", found, scanned, what, oldest, oldest)
-	}
-	if found == s.Limit {
-		fmt.Fprintf(c.errOut, "stopped at -limit %d: more may match\n", s.Limit)
 	}
 }

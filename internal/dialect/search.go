@@ -15,6 +15,9 @@ import (
 type Searcher interface {
 	// SearchJobs reads the rows of jobs that match f inside its window,
 	// newest first, handing each to keep until keep has taken f.Limit.
+	// The Window it returns is what was read: when keep took f.Limit, it
+	// ends at the last row taken (Oldest is its id), so a search from
+	// BeforeID = Oldest goes on right after it.
 	SearchJobs(ctx context.Context, ex sqldb.Execer, f SearchFilter, keep func(StatedRow) bool) (Window, error)
 	// SearchFailed is SearchJobs on failed_jobs (Contains also matches
 	// the exception).
@@ -41,11 +44,13 @@ type SearchFilter struct {
 }
 
 // Window is what a search read: Rows rows, the oldest with id Oldest;
-// More says older rows are left.
+// More says older rows are left. Newest is the window's newest id: the
+// search reads no row pushed after the window was measured.
 type Window struct {
 	Rows   int
 	Oldest int64
 	More   bool
+	Newest int64
 }
 
 // contains is the SQL test that column col holds a parameter's text,
@@ -70,14 +75,14 @@ func (c *common) window(ctx context.Context, ex sqldb.Execer, table string, f Se
 	}
 	inner += " ORDER BY id DESC LIMIT " + strconv.Itoa(f.Scan)
 	var (
-		w      Window
-		n      int64
-		oldest sql.NullInt64
+		w              Window
+		n              int64
+		oldest, newest sql.NullInt64
 	)
-	if err := ex.QueryRow(ctx, c.rebind("SELECT COUNT(*), MIN(id) FROM ("+inner+") w"), args...).Scan(c.ints(&n), &oldest); err != nil {
+	if err := ex.QueryRow(ctx, c.rebind("SELECT COUNT(*), MIN(id), MAX(id) FROM ("+inner+") w"), args...).Scan(c.ints(&n), &oldest, &newest); err != nil {
 		return w, err
 	}
-	w.Rows, w.Oldest = int(n), oldest.Int64
+	w.Rows, w.Oldest, w.Newest = int(n), oldest.Int64, newest.Int64
 	if w.Rows < f.Scan {
 		return w, nil
 	}
@@ -89,14 +94,57 @@ func (c *common) window(ctx context.Context, ex sqldb.Execer, table string, f Se
 
 // inWindow narrows where to a window's ids: a primary-key range of at
 // most Scan rows.
-func inWindow(where string, args []any, w Window, f SearchFilter) (string, []any) {
-	where += " AND id >= ?"
-	args = append(args, w.Oldest)
-	if f.BeforeID > 0 {
-		where += " AND id < ?"
-		args = append(args, f.BeforeID)
+func inWindow(where string, args []any, w Window) (string, []any) {
+	return where + " AND id >= ? AND id <= ?", append(args, w.Oldest, w.Newest)
+}
+
+// readTo is the part of window w a search read when it stopped at the
+// row with id last (a match it returned, the Limit-th): the rows from
+// last up, so the next search, from BeforeID = last, starts right below
+// it and skips no match. Only the whole window read leaves More false.
+func (c *common) readTo(ctx context.Context, ex sqldb.Execer, table string, w Window, last int64) (Window, error) {
+	if last <= w.Oldest {
+		return w, nil
 	}
-	return where, args
+	var n int64
+	if err := ex.QueryRow(ctx, c.rebind("SELECT COUNT(*) FROM "+table+" WHERE id >= ? AND id <= ?"), last, w.Newest).Scan(c.ints(&n)); err != nil {
+		return w, err
+	}
+	w.Rows, w.Oldest, w.More = min(int(n), w.Rows), last, true
+	return w, nil
+}
+
+// readMatches runs a search's query over window w (zero for a search of
+// one id or uuid) and hands keep the rows scan reads until keep has taken
+// f.Limit; it returns the part of w read.
+func readMatches[T any](ctx context.Context, c *common, ex sqldb.Execer, table string, w Window, f SearchFilter,
+	query string, args []any, scan func(sqldb.Rows) (T, error), keep func(T) bool, id func(T) int64) (Window, error) {
+	rows, err := ex.Query(ctx, c.rebind(query), args...)
+	if err != nil {
+		return w, err
+	}
+	defer rows.Close()
+	taken, last := 0, int64(0)
+	for taken < f.Limit && rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return w, err
+		}
+		if keep(r) {
+			taken++
+			last = id(r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return w, err
+	}
+	// Close before the next statement: an open result holds its
+	// connection, and a pool of one (SQLite in memory) has no other.
+	rows.Close()
+	if taken < f.Limit || w.Rows == 0 {
+		return w, nil
+	}
+	return c.readTo(ctx, ex, table, w, last)
 }
 
 // searchWhere is the WHERE of a search over the rows of window (ids in
@@ -133,24 +181,16 @@ func (c *common) SearchJobs(ctx context.Context, ex sqldb.Execer, f SearchFilter
 		if w, err = c.window(ctx, ex, c.jobs, f); err != nil || w.Rows == 0 {
 			return w, err
 		}
-		where, args = inWindow(where, args, w, f)
+		where, args = inWindow(where, args, w)
 	}
-	rows, err := ex.Query(ctx, c.rebind("SELECT "+jobColumns+", "+c.stateExpr()+" FROM "+c.jobs+where+" ORDER BY id DESC"), args...)
-	if err != nil {
-		return w, err
-	}
-	defer rows.Close()
-	taken := 0
-	for taken < f.Limit && rows.Next() {
+	scan := func(rows sqldb.Rows) (StatedRow, error) {
 		var s StatedRow
-		if s.JobRow, err = scanJob(rows, &s.State); err != nil {
-			return w, err
-		}
-		if keep(s) {
-			taken++
-		}
+		var err error
+		s.JobRow, err = scanJob(rows, &s.State)
+		return s, err
 	}
-	return w, rows.Err()
+	return readMatches(ctx, c, ex, c.jobs, w, f, "SELECT "+jobColumns+", "+c.stateExpr()+" FROM "+c.jobs+where+" ORDER BY id DESC",
+		args, scan, keep, func(r StatedRow) int64 { return r.ID })
 }
 
 func (c *common) SearchFailed(ctx context.Context, ex sqldb.Execer, f SearchFilter, keep func(FailedRow) bool) (Window, error) {
@@ -168,24 +208,10 @@ func (c *common) SearchFailed(ctx context.Context, ex sqldb.Execer, f SearchFilt
 		if w, err = c.window(ctx, ex, c.failed, f); err != nil || w.Rows == 0 {
 			return w, err
 		}
-		where, args = inWindow(where, args, w, f)
+		where, args = inWindow(where, args, w)
 	}
-	rows, err := ex.Query(ctx, c.rebind(c.failedSelect()+where+" ORDER BY id DESC"), args...)
-	if err != nil {
-		return w, err
-	}
-	defer rows.Close()
-	taken := 0
-	for taken < f.Limit && rows.Next() {
-		r, err := scanFailedRow(rows)
-		if err != nil {
-			return w, err
-		}
-		if keep(r) {
-			taken++
-		}
-	}
-	return w, rows.Err()
+	return readMatches(ctx, c, ex, c.failed, w, f, c.failedSelect()+where+" ORDER BY id DESC",
+		args, scanFailedRow, keep, func(r FailedRow) int64 { return r.ID })
 }
 
 var (
