@@ -53,6 +53,9 @@ func init() {
 func classify(err error) sqldb.Class {
 	var my *mysql.MySQLError
 	if !errors.As(err, &my) {
+		if errors.Is(err, mysql.ErrPktTooLarge) { // refused by the driver before sending
+			return sqldb.Refused
+		}
 		return sqldb.Other
 	}
 	switch my.Number {
@@ -72,6 +75,17 @@ func classify(err error) sqldb.Class {
 		}
 	case 1146, 1054, 1176: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR, ER_KEY_DOES_NOT_EXITS (the claim index: migrate)
 		return sqldb.Missing
+	case 1366, 1300, 1406, 1153, 1301, 1118:
+		// ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string value"),
+		// ER_INVALID_CHARACTER_STRING, ER_DATA_TOO_LONG,
+		// ER_NET_PACKET_TOO_LARGE, ER_WARN_ALLOWED_PACKET_OVERFLOWED,
+		// ER_TOO_BIG_ROWSIZE (also a text over a tenth of the redo log):
+		// the data itself, which no retry changes.
+		return sqldb.Refused
+	case 1105: // ER_UNKNOWN_ERROR: a prepared statement's long parameter over max_allowed_packet
+		if strings.Contains(my.Message, "max_allowed_packet") {
+			return sqldb.Refused
+		}
 	}
 	return sqldb.Other
 }
