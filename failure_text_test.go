@@ -179,3 +179,44 @@ func TestRefusedFailureFallsBack(t *testing.T) {
 		}
 	})
 }
+
+// On MariaDB, a payload the jobs table holds but whose copy into
+// failed_jobs, with the failure's text beside it, is over the server's
+// own max_allowed_packet is refused; the job is failed once, with a stub
+// that names it. The server's limit is
+// read, not lowered: it is a global other tests share.
+func TestRefusedPayloadOverMaxAllowedPacket(t *testing.T) {
+	db := dbtest.New(t, dbqueue.MySQL)
+	var limit int
+	if err := db.SQL.QueryRow("SELECT @@max_allowed_packet").Scan(&limit); err != nil {
+		t.Fatal(err)
+	}
+	if limit > 64<<20 {
+		t.Skipf("max_allowed_packet is %d bytes: too large a payload to build here", limit)
+	}
+	head, tail := `{"uuid":"u-big","displayName":"big","job":"big","data":"`, `"}`
+	payload := head + strings.Repeat("d", limit-len(head)-len(tail)-10) + tail // 10 bytes under the limit
+	db.Exec(t, "INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES ('big', ?, 0, NULL, 0, 0)", payload)
+	q := db.Queue(t)
+	job := reserve(t, q, 1, "big")[0]
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := q.Fail(c, job, errors.New("too big to keep "+strings.Repeat("!", 2000))); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	store, err := failed.New(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fj, err := store.Find(ctx, "u-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(fj.Payload), `"dbqueuePayloadLost"`) || !strings.Contains(fj.Exception, "max_allowed_packet") ||
+		!strings.Contains(fj.Exception, `"too big to keep !!!`) {
+		t.Fatalf("stub row: payload %d bytes %.100s, exception %.300q", len(fj.Payload), fj.Payload, fj.Exception)
+	}
+	if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 0 {
+		t.Fatalf("%d jobs left", n)
+	}
+}

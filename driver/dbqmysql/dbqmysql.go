@@ -203,11 +203,21 @@ func badParam(base, rawQuery string) string {
 
 // defaults sets parseTime, and interpolateParams unless the DSN's own
 // query (raw, as the user wrote it) sets it: FormatDSN leaves out a false
-// value, so the parsed config cannot tell "false" from "unset".
+// value, so the parsed config cannot tell "false" from "unset". Unless
+// the DSN sets maxAllowedPacket, it is 0: the driver reads the server's
+// max_allowed_packet when it connects and refuses a larger statement
+// before sending it (mysql.ErrPktTooLarge, which dbqueue classifies as
+// refused). With the driver's default of 64 MiB over a server's 16 MiB,
+// the server answers such a statement by closing the connection while it
+// is still being written, and that reads as a lost connection, which is
+// retried.
 func defaults(cfg *mysql.Config, rawQuery string) *mysql.Config {
 	cfg.ParseTime = true
 	if !strings.Contains(rawQuery, "interpolateParams=") {
 		cfg.InterpolateParams = true
+	}
+	if !strings.Contains(rawQuery, "maxAllowedPacket=") {
+		cfg.MaxAllowedPacket = 0
 	}
 	return cfg
 }
