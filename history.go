@@ -44,7 +44,9 @@ type AttemptError struct {
 	Attempt int
 	// Error is the error's text, at most ErrorHistoryBytes.
 	Error string
-	// Worker is the host and process id that ran the attempt.
+	// Worker is the host and process id that ran the attempt; empty for
+	// the error of a failure a retry from failed_jobs brought back
+	// (failed_jobs does not say which process failed the job).
 	Worker string
 	// At is when the error was written, by the database's clock.
 	At time.Time
