@@ -306,29 +306,33 @@ func (j *Job) linked() bool {
 // is gone.
 func (q *Queue) finishLinked(ctx context.Context, job *Job, cause error) (before, after *Batch, err error) {
 	f := dialect.Finish{BatchID: job.Payload.BatchID, JobUUID: job.Payload.UUID}
-	var fail dialect.Failure
+	var res dialect.FinishResult
+	finish := func(f dialect.Finish) error {
+		return sqldb.Retry(ctx, func() (err error) {
+			res, err = q.batches().FinishLinked(ctx, q.db, job.held(), f)
+			return err
+		})
+	}
+	var fails *failureTries
 	if cause == nil {
 		if f.Next, err = chainNext(job); err != nil {
 			return nil, nil, markUnwritable(err) // no retry pushes this link
 		}
 		f.Notify = len(f.Next) > 0 && q.wake.shouldNotify(f.Next)
+		err = finish(f)
 	} else {
-		fail = q.failure(job, cause)
-		f.Fail = &fail
+		fails = q.failures(job, cause)
+		err = writeFailure(fails, func(fail dialect.Failure) error {
+			f.Fail = &fail
+			return finish(f)
+		})
 	}
-	var res dialect.FinishResult
-	err = sqldb.Retry(ctx, func() (err error) {
-		res, err = q.batches().FinishLinked(ctx, q.db, job.held(), f)
-		return err
-	})
 	if err != nil {
 		return nil, nil, sqldb.Wrap("finish", err)
 	}
 	if !res.Held {
-		if cause != nil {
-			if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, fail); cerr == nil && done {
-				return nil, nil, nil // our own fail, its reply lost
-			}
+		if cause != nil && q.failedAlready(ctx, job, fails) {
+			return nil, nil, nil // our own fail, its reply lost
 		}
 		return nil, nil, notHeld(job)
 	}

@@ -79,11 +79,16 @@ func (e ext) Payloads(ctx context.Context, queue string) ([][]byte, error) {
 }
 
 // Unwritable reports whether err, from a finish, came from the job
-// itself (its chain, its new payload) rather than the database: retrying
-// the finish cannot help.
+// itself (its chain, its new payload) rather than the database's state,
+// or is the database refusing the data the finish carried
+// (sqldb.Refused: a payload over max_allowed_packet, text a column
+// cannot hold): retrying the finish cannot help. It is the one test the
+// worker uses for every finish, so a release, a success and a fail agree
+// on what is retried: a refused release or success fails the job at
+// once, and Fail itself falls back to what can be stored (failureTries).
 func (e ext) Unwritable(err error) bool {
 	var u unwritable
-	return errors.As(err, &u)
+	return errors.As(err, &u) || sqldb.IsRefused(err)
 }
 
 // SearchFailed runs a Search over failed_jobs (by its uuid column for

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
@@ -214,17 +215,19 @@ func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
 		_, _, err := q.finishLinked(ctx, job, cause)
 		return err
 	}
-	f := q.failure(job, cause)
+	fs := q.failures(job, cause)
 	var held bool
-	err := sqldb.Retry(ctx, func() (err error) {
-		held, err = q.sql.FailMove(ctx, q.db, job.held(), f)
-		return err
+	err := writeFailure(fs, func(f dialect.Failure) error {
+		return sqldb.Retry(ctx, func() (err error) {
+			held, err = q.sql.FailMove(ctx, q.db, job.held(), f)
+			return err
+		})
 	})
 	if err != nil {
 		return sqldb.Wrap("fail", err)
 	}
 	if !held {
-		if done, cerr := q.sql.FailedAlready(ctx, q.db, job.ID, f); cerr == nil && done {
+		if q.failedAlready(ctx, job, fs) {
 			return nil
 		}
 		return notHeld(job)
@@ -232,13 +235,23 @@ func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
 	return nil
 }
 
+// failures are the failed_jobs rows failing job with cause may write, in
+// the order they are tried (see writeFailure).
+func (q *Queue) failures(job *Job, cause error) *failureTries {
+	return &failureTries{job: job, first: q.failure(job, cause), cause: cause}
+}
+
 // failure is the failed_jobs row that failing job with cause writes.
 func (q *Queue) failure(job *Job, cause error) dialect.Failure {
 	text, uuid := failureText(job, cause)
-	return dialect.Failure{UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: dialect.MarkFailed(job.RawPayload, job.ID, job.token), Exception: text}
+	return dialect.Failure{UUID: uuid, Connection: q.connection, Queue: job.Queue, Payload: dialect.MarkFailed(job.RawPayload, job.ID, job.token, job.Attempts), Exception: text}
 }
 
-// failureText is the exception text and uuid a failure of job writes.
+// failureText is the exception text and uuid a failure of job writes:
+// the cause's text as dialect.StorableText makes it (invalid UTF-8 and
+// NUL escaped, cut to FailureTextBytes), and the payload's uuid, or a new
+// one for a malformed row that carries none. A uuid that is no storable
+// varchar(255) (another producer's) is escaped and cut the same way.
 func failureText(job *Job, cause error) (text, uuid string) {
 	text = "failed"
 	if cause != nil {
@@ -248,5 +261,113 @@ func failureText(job *Job, cause error) (text, uuid string) {
 	if uuid == "" {
 		uuid = newUUID() // a malformed row carries none
 	}
-	return text, uuid
+	return dialect.StorableText(text, FailureTextBytes), dialect.StorableText(uuid, maxUUIDBytes)
+}
+
+// FailureTextBytes bounds the exception text a failure writes to
+// failed_jobs: an error's or a Cancel reason's text longer than this
+// (after escaping) is cut, and says how long it was. See
+// dialect.StorableText for the escapes: a byte that is not UTF-8 and a NUL
+// are written as \xff and \x00, so every database stores the text.
+const FailureTextBytes = dialect.FailureTextBytes
+
+// maxUUIDBytes is the width of failed_jobs.uuid (varchar(255)) in bytes,
+// so in characters too.
+const maxUUIDBytes = 255
+
+// failureTries writes a failure the database may refuse: a row of
+// failed_jobs is first written as it should be; when the database
+// refuses its data (sqldb.Refused: a character set that lacks a
+// character of the text, a server's packet limit), with the text in
+// ASCII and cut to ErrorHistoryBytes; and when that is refused too, with
+// a stub in place of the payload copy, which the job's own row held but
+// failed_jobs would not take (a payload within a few bytes of MySQL's
+// max_allowed_packet, a narrower column than Laravel's). Each is written
+// at most once: the job is failed with what can be said of it, rather
+// than left reserved to come back, run again and meet the same refusal
+// for ever.
+type failureTries struct {
+	job   *Job
+	first dialect.Failure
+	cause error
+	tried []dialect.Failure
+}
+
+// next is the failure to try after the refusal refused, or false when
+// none is left.
+func (t *failureTries) next(refused error) (dialect.Failure, bool) {
+	f := t.first
+	switch len(t.tried) {
+	case 0:
+	case 1:
+		f.Exception = plainFailure(t.first.Exception, refused, "")
+	case 2:
+		f.Exception = plainFailure(t.first.Exception, refused, fmt.Sprintf(
+			"the job's payload (%d bytes) was refused too, and is not kept: this row names the job but cannot run it if retried", len(t.job.RawPayload)))
+		f.Payload = lostPayload(t.job)
+	default:
+		return f, false
+	}
+	t.tried = append(t.tried, f)
+	return f, true
+}
+
+// writeFailure writes the failures of t in turn with write, while the
+// database refuses their data (see failureTries).
+func writeFailure(t *failureTries, write func(dialect.Failure) error) error {
+	var err error
+	for {
+		f, ok := t.next(err)
+		if !ok {
+			return err
+		}
+		if err = write(f); !sqldb.IsRefused(err) {
+			return err
+		}
+	}
+}
+
+// plainFailure is a failure's text for a database that refused it: what
+// the refusal said and the text itself, as Go quotes strings in ASCII, cut
+// to ErrorHistoryBytes, with more when not "".
+func plainFailure(text string, refused error, more string) string {
+	s := "dbqueue: the database refused this failure as written (" + strconv.QuoteToASCII(dialect.StorableText(refused.Error(), 512)) + ")"
+	if more != "" {
+		s += "; " + more
+	}
+	s += "; the failure's text, in ASCII: " + strconv.QuoteToASCII(dialect.StorableText(text, ErrorHistoryBytes))
+	return dialect.StorableText(s, ErrorHistoryBytes)
+}
+
+// lostPayloadKey is the key of the stub that stands in failed_jobs for a
+// payload the database refused to copy there. The stub has no "job", so
+// retrying it fails at once as a malformed payload instead of running a
+// handler without its data.
+const lostPayloadKey = "dbqueuePayloadLost"
+
+// lostPayload is the stub for job's payload: its uuid and displayName
+// (for listings), and what was lost.
+func lostPayload(job *Job) []byte {
+	stub, _ := json.Marshal(map[string]string{
+		"uuid":         dialect.StorableText(job.Payload.UUID, maxUUIDBytes),
+		"displayName":  dialect.StorableText(job.Name(), maxUUIDBytes),
+		lostPayloadKey: fmt.Sprintf("the payload of job %d (%d bytes) could not be copied here: the database refused it", job.ID, len(job.RawPayload)),
+	})
+	return dialect.MarkFailed(stub, job.ID, job.token, job.Attempts)
+}
+
+// failedAlready reports whether a failure of job, one of those t tried
+// or would try, is in failed_jobs with the row gone from jobs: a Fail
+// retried after its reply was lost finds its own work done.
+func (q *Queue) failedAlready(ctx context.Context, job *Job, t *failureTries) bool {
+	tries := t.tried
+	if len(tries) == 0 {
+		tries = []dialect.Failure{t.first}
+	}
+	for _, f := range tries {
+		if done, err := q.sql.FailedAlready(ctx, q.db, job.ID, f); err == nil && done {
+			return true
+		}
+	}
+	return false
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -19,7 +17,8 @@ import (
 // that keeps coming back sees why it failed before, not only that it did.
 // When the job finally fails, its history moves with it to failed_jobs
 // (package failed's Job.Errors), and retrying it from there brings the
-// history back.
+// history back with the failure's own error (failed_jobs' exception) as
+// its newest: every attempt's error stays in view across the retry.
 //
 // A job keeps its newest ErrorHistoryKeep errors, each cut to ErrorHistoryBytes.
 // The error is written in the release's own statement (PostgreSQL) or
@@ -34,7 +33,8 @@ const (
 	// ErrorHistoryKeep is how many errors a job keeps: the newest.
 	ErrorHistoryKeep = dialect.ErrorHistoryKeep
 	// ErrorHistoryBytes bounds the text of one error (longer ones are
-	// cut at a UTF-8 boundary and say how long they were).
+	// cut at a character boundary and say how long they were; bytes
+	// that are not UTF-8 and NUL are escaped, see FailureTextBytes).
 	ErrorHistoryBytes = dialect.ErrorHistoryBytes
 )
 
@@ -44,7 +44,9 @@ type AttemptError struct {
 	Attempt int
 	// Error is the error's text, at most ErrorHistoryBytes.
 	Error string
-	// Worker is the host and process id that ran the attempt.
+	// Worker is the host and process id that ran the attempt; empty for
+	// the error of a failure a retry from failed_jobs brought back
+	// (failed_jobs does not say which process failed the job).
 	Worker string
 	// At is when the error was written, by the database's clock.
 	At time.Time
@@ -67,32 +69,18 @@ var thisWorker = func() string {
 	if err != nil || host == "" {
 		host = "unknown"
 	}
-	return cutText(host, 200) + ":" + strconv.Itoa(os.Getpid())
+	return dialect.StorableText(host, 200) + ":" + strconv.Itoa(os.Getpid())
 }()
 
-// cutText cuts s to at most n bytes at a UTF-8 boundary, saying so.
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	note := fmt.Sprintf("… [cut from %d bytes]", len(s))
-	end := max(n-len(note), 0)
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + note
-}
-
 // releaseError is what a release with cause writes to the history: its
-// text as valid UTF-8 without NUL (PostgreSQL's text holds neither, and
-// a release that could not be written would fail the job), cut to
-// ErrorHistoryBytes.
+// text as dialect.StorableText makes it (bytes that are not UTF-8 and NUL
+// escaped, as PostgreSQL's text holds neither and a release that could
+// not be written would fail the job), cut to ErrorHistoryBytes.
 func releaseError(cause error) *dialect.ReleaseError {
 	if cause == nil {
 		return nil
 	}
-	text := strings.ReplaceAll(strings.ToValidUTF8(cause.Error(), "\uFFFD"), "\x00", "\uFFFD")
-	return &dialect.ReleaseError{Error: cutText(text, ErrorHistoryBytes), Worker: thisWorker}
+	return &dialect.ReleaseError{Error: dialect.StorableText(cause.Error(), ErrorHistoryBytes), Worker: thisWorker}
 }
 
 func (q *Queue) errorHistory() dialect.ErrorHistory { return q.sql.(dialect.ErrorHistory) }

@@ -2,6 +2,7 @@ package dbqueue_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -85,7 +86,9 @@ func TestErrorHistoryFollowsTheJob(t *testing.T) {
 			t.Fatalf("failed job: history %q, exception %q", texts(fj.Errors), fj.Exception)
 		}
 
-		// Retried: the new row has the history, and adds to it.
+		// Retried: the new row has the history, with the failure's own
+		// error as its newest (its attempt, 3, from the failed payload's
+		// mark), and adds to it.
 		if n, err := store.Retry(ctx, fj.UUID); err != nil || n != 1 {
 			t.Fatalf("retry: %d, %v", n, err)
 		}
@@ -94,8 +97,12 @@ func TestErrorHistoryFollowsTheJob(t *testing.T) {
 			t.Fatalf("jobs after retry: %v, %v", page, err)
 		}
 		again := page[0].ID
+		back := errorsOf(t, q, again)
+		if len(back) != 3 || back[2].Error != "third: gave up" || back[2].Attempt != 3 || back[2].At.Before(back[1].At) {
+			t.Fatalf("history after retry %+v, want the failure's error as attempt 3, newest", back)
+		}
 		releaseWith(t, q, queue, "fourth: after retry")
-		if got := texts(errorsOf(t, q, again)); strings.Join(got, "|") != "first: upstream 503|second: <script>alert(1)</script>|fourth: after retry" {
+		if got := texts(errorsOf(t, q, again)); strings.Join(got, "|") != "first: upstream 503|second: <script>alert(1)</script>|third: gave up|fourth: after retry" {
 			t.Fatalf("history after retry %q", got)
 		}
 
@@ -224,6 +231,73 @@ func TestNoHistoryTableKeepsNoHistory(t *testing.T) {
 		}
 		if n, err := q.PruneErrorHistory(ctx, 10); err != nil || n != 0 {
 			t.Fatalf("PruneErrorHistory without its table: %d, %v", n, err)
+		}
+	})
+}
+
+// A job that failed on its first attempt has no history of releases;
+// retried from failed_jobs, it brings its failure's error back, and
+// failing again keeps both attempts' errors: the lookup (`jobs show`, the
+// dashboard's job page) of the retried job shows the first failure, and
+// the failed job's history after the second failure shows it too, with
+// the second in its exception. A failure retried twice keeps every
+// failure, within ErrorHistoryKeep, with escaped and cut text.
+func TestRetryKeepsTheFailuresError(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		store, err := failed.New(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		push(t, q, dbqueue.NewJob{Name: "once"})
+		first := reserve(t, q, 1)[0]
+		if err := q.Fail(ctx, first, errors.New("first failure \x00\xff")); err != nil {
+			t.Fatal(err)
+		}
+		uuid := first.Payload.UUID
+		if n, err := store.Retry(ctx, uuid); err != nil || n != 1 {
+			t.Fatalf("retry: %d, %v", n, err)
+		}
+		second := reserve(t, q, 1)[0]
+		info, err := q.Job(ctx, second.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Errors) != 1 || info.Errors[0].Error != `first failure \x00\xff` || info.Errors[0].Attempt != 1 {
+			t.Fatalf("retried job's history %+v, want its first failure, attempt 1", info.Errors)
+		}
+		if err := q.Fail(ctx, second, errors.New(strings.Repeat("second failure ", 1000))); err != nil {
+			t.Fatal(err)
+		}
+		fj, err := store.Find(ctx, uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fj.Errors) != 1 || fj.Errors[0].Error != `first failure \x00\xff` || !strings.HasPrefix(fj.Exception, "second failure") {
+			t.Fatalf("failed again: history %q, exception %.40q", texts(fj.Errors), fj.Exception)
+		}
+		if n, err := store.Retry(ctx, uuid); err != nil || n != 1 {
+			t.Fatalf("retry again: %d, %v", n, err)
+		}
+		third := reserve(t, q, 1)[0]
+		got := errorsOf(t, q, third.ID)
+		if len(got) != 2 || got[0].Error != `first failure \x00\xff` || !strings.HasPrefix(got[1].Error, "second failure") ||
+			len(got[1].Error) > dbqueue.ErrorHistoryBytes || !strings.HasSuffix(got[1].Error, "[cut from 15000 bytes]") {
+			t.Fatalf("history after two failures %.60q", texts(got))
+		}
+		// Failures beyond ErrorHistoryKeep push the oldest out.
+		for i := range dbqueue.ErrorHistoryKeep {
+			if err := q.Fail(ctx, third, fmt.Errorf("failure %d", i+3)); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := store.Retry(ctx, uuid); err != nil || n != 1 {
+				t.Fatalf("retry: %d, %v", n, err)
+			}
+			third = reserve(t, q, 1)[0]
+		}
+		got = errorsOf(t, q, third.ID)
+		if len(got) != dbqueue.ErrorHistoryKeep || got[len(got)-1].Error != fmt.Sprintf("failure %d", dbqueue.ErrorHistoryKeep+2) {
+			t.Fatalf("history after %d failures %q, want the newest %d", dbqueue.ErrorHistoryKeep+2, texts(got), dbqueue.ErrorHistoryKeep)
 		}
 	})
 }

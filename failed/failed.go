@@ -74,7 +74,8 @@ type Job struct {
 	FailedAt time.Time
 	// Errors are the errors of the attempts before the one that failed
 	// it, oldest first, as the job's error history kept them (see
-	// dbqueue.ErrorHistoryKeep): Find reads them, List and Search leave them
+	// dbqueue.ErrorHistoryKeep), the exceptions of earlier failures it was
+	// retried from among them: Find reads them, List and Search leave them
 	// nil. A job Laravel's worker failed has none.
 	Errors []dbqueue.AttemptError
 }

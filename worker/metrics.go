@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,17 +231,13 @@ func (rc *recorder) putBack(f []finishedJob) {
 	rc.finished = append(f, rc.finished...)
 }
 
-// columnText is s as a name column stores it on every database: valid
-// UTF-8 without NUL (PostgreSQL refuses both, and a row it refuses would
-// fail every write after it), cut to maxName characters on a character
-// boundary.
+// columnText is s as a name column stores it on every database: through
+// dialect.StorableText, the rule for every text dbqueue writes (bytes that
+// are not UTF-8 and NUL escaped: PostgreSQL refuses both, and a row it
+// refuses would fail every write after it), cut to maxName characters on
+// a character boundary.
 func columnText(s string) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	}
+	s = dialect.StorableText(s, 4*len(s)) // escaped only: an escape is 4 bytes; the width is in characters, cut below
 	if utf8.RuneCountInString(s) <= maxName {
 		return s
 	}

@@ -10,9 +10,11 @@ import (
 )
 
 // ErrUnwritable is wrapped by the cause a job is failed with when its
-// handler's outcome can never be written because of the job's own payload:
+// handler's outcome can never be written because of the job's own data:
 // a chain link with no usable queue or payload, a release payload that does
-// not encode. Retrying such a write meets the same fault every time, and a
+// not encode, or data the database refuses (a new payload over MySQL's
+// max_allowed_packet: sqldb.Refused, the same test Fail's own fallbacks
+// use, see dbqueue.FailureTextBytes). Retrying such a write meets the same fault every time, and a
 // job whose success is not written runs again once its reservation runs
 // out — forever with unlimited tries — so the worker fails the job at once
 // instead, and the cause says whether the handler had succeeded.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
 // Release batching: jobs put back with a delay (after an error, a timeout,
@@ -78,6 +79,16 @@ func (rl *releaser) flush(batch []releaseReq) {
 	lost, err := extOf(rl.q).ReleaseMany(ctx, rs)
 	if rl.flushed != nil {
 		rl.flushed(len(rs))
+	}
+	if len(batch) > 1 && sqldb.IsRefused(err) {
+		// The database refused the data of one of them (a new payload
+		// over max_allowed_packet): write each alone, so that only the
+		// job that carries it hears the refusal and is failed for it.
+		cancel()
+		for _, req := range batch {
+			rl.flush([]releaseReq{req})
+		}
+		return
 	}
 	gone := make(map[*dbqueue.Job]bool, len(lost))
 	for _, j := range lost {

@@ -53,6 +53,9 @@ func init() {
 func classify(err error) sqldb.Class {
 	var my *mysql.MySQLError
 	if !errors.As(err, &my) {
+		if errors.Is(err, mysql.ErrPktTooLarge) { // refused by the driver before sending
+			return sqldb.Refused
+		}
 		return sqldb.Other
 	}
 	switch my.Number {
@@ -72,6 +75,17 @@ func classify(err error) sqldb.Class {
 		}
 	case 1146, 1054, 1176: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR, ER_KEY_DOES_NOT_EXITS (the claim index: migrate)
 		return sqldb.Missing
+	case 1366, 1300, 1406, 1153, 1301, 1118:
+		// ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string value"),
+		// ER_INVALID_CHARACTER_STRING, ER_DATA_TOO_LONG,
+		// ER_NET_PACKET_TOO_LARGE, ER_WARN_ALLOWED_PACKET_OVERFLOWED,
+		// ER_TOO_BIG_ROWSIZE (also a text over a tenth of the redo log):
+		// the data itself, which no retry changes.
+		return sqldb.Refused
+	case 1105: // ER_UNKNOWN_ERROR: a prepared statement's long parameter over max_allowed_packet
+		if strings.Contains(my.Message, "max_allowed_packet") {
+			return sqldb.Refused
+		}
 	}
 	return sqldb.Other
 }
@@ -189,11 +203,21 @@ func badParam(base, rawQuery string) string {
 
 // defaults sets parseTime, and interpolateParams unless the DSN's own
 // query (raw, as the user wrote it) sets it: FormatDSN leaves out a false
-// value, so the parsed config cannot tell "false" from "unset".
+// value, so the parsed config cannot tell "false" from "unset". Unless
+// the DSN sets maxAllowedPacket, it is 0: the driver reads the server's
+// max_allowed_packet when it connects and refuses a larger statement
+// before sending it (mysql.ErrPktTooLarge, which dbqueue classifies as
+// refused). With the driver's default of 64 MiB over a server's 16 MiB,
+// the server answers such a statement by closing the connection while it
+// is still being written, and that reads as a lost connection, which is
+// retried.
 func defaults(cfg *mysql.Config, rawQuery string) *mysql.Config {
 	cfg.ParseTime = true
 	if !strings.Contains(rawQuery, "interpolateParams=") {
 		cfg.InterpolateParams = true
+	}
+	if !strings.Contains(rawQuery, "maxAllowedPacket=") {
+		cfg.MaxAllowedPacket = 0
 	}
 	return cfg
 }

@@ -572,6 +572,7 @@ func scanFailedRow(rows sqldb.Rows) (FailedRow, error) {
 	if err := rows.Scan(&r.ID, &r.UUID, &r.Connection, &r.Queue, &r.Payload, &r.Exception, &at); err != nil {
 		return r, err
 	}
+	r.Attempt = FailedAttempt(r.Payload)
 	r.Payload = UnmarkFailed(r.Payload)
 	if at.Valid {
 		v := at.Int64
@@ -616,7 +617,7 @@ func (c *common) MaxFailedID(ctx context.Context, ex sqldb.Execer) (int64, error
 // UPDATE", or "" where the transaction already holds the database).
 func (c *common) lockFailed(ctx context.Context, tx sqldb.Tx, f FailedFilter, lock string) ([]FailedRow, error) {
 	where, args := c.failedWhere(f, c.failedBefore)
-	query := "SELECT id, uuid, connection, queue, payload, exception, NULL FROM " + c.failed + where + " ORDER BY id"
+	query := c.failedSelect() + where + " ORDER BY id"
 	if f.Limit > 0 {
 		query += " LIMIT " + strconv.Itoa(f.Limit)
 	}

@@ -190,6 +190,9 @@ type FailedRow struct {
 	Payload                 []byte
 	Exception               string
 	FailedAt                *int64 // Unix seconds, UTC
+	// Attempt is the attempt that failed, from the payload's mark (see
+	// FailedAttempt); 0 when unknown.
+	Attempt int
 }
 
 // FailedFilter selects failed jobs. Zero fields select all.

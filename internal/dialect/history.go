@@ -290,7 +290,12 @@ func (c *common) dropHeldHistory(ctx context.Context, tx sqldb.Execer, h Held) e
 }
 
 // historyBack hands the errors of retried failed rows to their new rows
-// in jobs (ids, in rows' order), and marks the rows that got any.
+// in jobs (ids, in rows' order), adds each row's own failure (its
+// exception, cut to ErrorHistoryBytes, with the attempt its payload's
+// mark names and its failed_at) as the newest, keeping ErrorHistoryKeep,
+// and marks the rows that have history. Without the failure's own text a
+// job that failed on its first attempt would come back with no history
+// at all, and one that failed after releases would lose its last error.
 func (c *common) historyBack(ctx context.Context, tx sqldb.Execer, rows []FailedRow, ids []int64) error {
 	if c.noHistory {
 		return nil
@@ -308,12 +313,49 @@ func (c *common) historyBack(ctx context.Context, tx sqldb.Execer, rows []Failed
 	for _, r := range rows {
 		args = append(args, r.UUID)
 	}
-	res, err := tx.Exec(ctx, c.rebind(b.String()), args...)
-	if err != nil || res.RowsAffected == 0 {
+	if _, err := tx.Exec(ctx, c.rebind(b.String()), args...); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, "UPDATE "+c.jobs+" SET reservation_token = reservation_token | "+historyMark+
+	if err := c.failuresBack(ctx, tx, rows, ids); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "UPDATE "+c.jobs+" SET reservation_token = reservation_token | "+historyMark+
 		" WHERE id IN ("+sqldb.Ints(ids)+") AND EXISTS (SELECT 1 FROM "+c.errorsTable()+" e WHERE e.job_id = "+c.jobs+".id)")
+	return err
+}
+
+// failuresBack writes the failure of each retried row (its exception) as
+// the newest error of its new row, after the oldest beyond
+// ErrorHistoryKeep-1 went. The worker is not known: failed_jobs does not
+// say which process failed a job, so it is left empty.
+func (c *common) failuresBack(ctx context.Context, tx sqldb.Execer, rows []FailedRow, ids []int64) error {
+	var b strings.Builder
+	var args []any
+	var with []int64
+	for i, r := range rows {
+		if r.Exception == "" {
+			continue
+		}
+		if len(with) == 0 {
+			b.WriteString("INSERT INTO " + c.errorsTable() + " (job_id, attempt, error, worker, created_at) VALUES ")
+		} else {
+			b.WriteByte(',')
+		}
+		at := c.now
+		if r.FailedAt != nil {
+			at = strconv.FormatInt(*r.FailedAt, 10)
+		}
+		b.WriteString("(" + strconv.FormatInt(ids[i], 10) + ", " + strconv.Itoa(max(r.Attempt, 0)) + ", ?, '', " + at + ")")
+		args = append(args, StorableText(r.Exception, ErrorHistoryBytes))
+		with = append(with, ids[i])
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, c.pruneBefore(sqldb.Ints(with))); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, c.rebind(b.String()), args...)
 	return err
 }
 

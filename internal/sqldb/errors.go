@@ -39,6 +39,16 @@ const (
 	// Missing errors say a table or column is missing: the cure is to
 	// migrate.
 	Missing
+	// Refused errors say the database refused the data a statement
+	// carries, not the statement's timing: a text it cannot store (bytes
+	// that are not UTF-8, a NUL, a character its column's character set
+	// lacks), a value too long for its column, a statement or value over
+	// the server's packet limit (MySQL's max_allowed_packet). The same
+	// write meets the same refusal every time, so it is never retried as
+	// is; a caller that can write something smaller or plainer does that
+	// instead (a failure falls back to an ASCII text, then to a stub
+	// payload: see dbqueue.FailureTextBytes).
+	Refused
 )
 
 var classifiers struct {
@@ -80,6 +90,10 @@ func Classify(err error) Class {
 		case "42P01", "42703": // undefined_table, undefined_column
 			return Missing
 		}
+		switch state.SQLState()[:min(2, len(state.SQLState()))] {
+		case "22", "54": // data_exception (22021 bad bytes, 22P05 untranslatable, 22001 too long), program_limit_exceeded
+			return Refused
+		}
 		return Other
 	}
 	// database/sql returns driver.ErrBadConn once its own retries on fresh
@@ -93,6 +107,8 @@ func Classify(err error) Class {
 		switch coded.Code() & 0xff { // SQLite primary result code
 		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
 			return Retryable
+		case 18: // SQLITE_TOOBIG: a text or blob over SQLITE_MAX_LENGTH
+			return Refused
 		}
 	}
 	msg := err.Error()
@@ -107,6 +123,10 @@ func Classify(err error) Class {
 
 // IsRetryable reports whether err is a transient conflict.
 func IsRetryable(err error) bool { return Classify(err) == Retryable }
+
+// IsRefused reports whether err says the database refused the data a
+// write carried (see Refused): writing the same again cannot help.
+func IsRefused(err error) bool { return Classify(err) == Refused }
 
 // MissingTable reports whether err says a table, or a column a migration
 // adds, does not exist: either way the cure is to migrate.
