@@ -654,7 +654,7 @@ func failedAlready(t *testing.T, s *suite) {
 	q := s.queue(t)
 	s.push(t, q, 1)
 	c := s.claimOne(t, q)
-	f := dialect.Failure{UUID: q + "-uuid", Connection: "database", Queue: q, Payload: dialect.MarkFailed(c.Payload, c.ID, c.Token), Exception: "boom"}
+	f := dialect.Failure{UUID: q + "-uuid", Connection: "database", Queue: q, Payload: dialect.MarkFailed(c.Payload, c.ID, c.Token, c.Attempts), Exception: "boom"}
 	if done := must[bool](t, "before")(s.Dialect.FailedAlready(s.ctx, s.DB, c.ID, f)); done {
 		t.Fatal("FailedAlready is true for a row still in jobs")
 	}
@@ -665,7 +665,7 @@ func failedAlready(t *testing.T, s *suite) {
 		t.Fatal("FailedAlready does not see a committed FailMove")
 	}
 	other := f
-	other.Payload = dialect.MarkFailed(c.Payload, c.ID, c.Token+1)
+	other.Payload = dialect.MarkFailed(c.Payload, c.ID, c.Token+1, c.Attempts)
 	if done := must[bool](t, "other holder")(s.Dialect.FailedAlready(s.ctx, s.DB, c.ID, other)); done {
 		t.Fatal("FailedAlready takes another reservation's failure, same uuid and text, for this one's")
 	}

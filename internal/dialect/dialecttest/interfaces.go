@@ -26,6 +26,7 @@ var interfaces = []iface{
 	{reflect.TypeFor[dialect.Limits](), limitsTests},
 	{reflect.TypeFor[dialect.Lookup](), lookupTests},
 	{reflect.TypeFor[dialect.Operator](), operatorTests},
+	{reflect.TypeFor[dialect.ScheduleBook](), scheduleBookTests},
 	{reflect.TypeFor[dialect.Searcher](), searcherTests},
 	{reflect.TypeFor[dialect.TickLocker](), tickLockerTests},
 	{reflect.TypeFor[dialect.TxFinisher](), txFinisherTests},
