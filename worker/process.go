@@ -14,8 +14,10 @@ import (
 // The errors a worker records in failed_jobs for its own reasons.
 var (
 	// ErrMaxAttempts: the job was reserved again with its tries spent or
-	// its retryUntil passed — its last holder died or timed out (Laravel's
-	// MaxAttemptsExceededException).
+	// its retryUntil passed — its last try ended in a release (a
+	// handler's ReleaseAfter, a middleware's, a transactional handler's
+	// ReleaseTx), or its last holder died or timed out (Laravel's
+	// MaxAttemptsExceededException). It is failed without running.
 	ErrMaxAttempts = errors.New("has been attempted too many times or run too long; the job may have previously timed out")
 	// ErrAbandoned: the job was reserved past its tries and
 	// Options.AbandonedRetries: workers stopped while running it (killed,
@@ -75,12 +77,16 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 		if fn := ev.JobProcessing; fn != nil {
 			fn(ctx, job)
 		}
-		// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died
-		// or timed out with this job on its last try. Past its tries, a
-		// job was abandoned by a worker that stopped while running it, and
-		// runs again up to AbandonedRetries times (Laravel: none).
+		// markJobAsFailedIfAlreadyExceedsMaxAttempts: a job reserved past
+		// its tries. Its last try ended in a release (a handler's or a
+		// middleware's, or a Laravel worker's), and it fails without
+		// running, as in Laravel; or it was abandoned by a worker that
+		// stopped while running it (the claim says which: FollowsAbandoned),
+		// and it runs again up to AbandonedRetries times (Laravel: none).
 		abandoned := job.Attempts - maxTries
-		if p.RetryUntil == nil && maxTries > 0 && abandoned > 0 && abandoned <= w.opts.AbandonedRetries {
+		past := p.RetryUntil == nil && maxTries > 0 && abandoned > 0
+		released := past && !w.ext.FollowsAbandoned(job)
+		if past && !released && abandoned <= w.opts.AbandonedRetries {
 			w.log.Warn("job abandoned by a worker that stopped while running it; running it again past its tries",
 				"id", job.ID, "name", job.Name(), "attempt", job.Attempts, "tries", maxTries, "abandoned", abandoned, "allowed", w.opts.AbandonedRetries)
 		}
@@ -89,7 +95,10 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 			r.discardCancelled(job, h)
 		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
-		case p.RetryUntil == nil && maxTries > 0 && abandoned > w.opts.AbandonedRetries:
+		case released:
+			r.fail(job, h, 0, fmt.Errorf("%s %w: attempt %d ended in a release with its %d tries spent, so it does not run again (give it more tries, or a RetryUntil)",
+				job.Name(), ErrMaxAttempts, job.Attempts-1, maxTries))
+		case past && abandoned > w.opts.AbandonedRetries:
 			if w.opts.AbandonedRetries == 0 {
 				r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
 			} else {

@@ -52,6 +52,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 		{"ClaimSkipsLockedRows", claimSkipsLockedRows},
 		{"ConcurrentClaimsAreDisjoint", concurrentClaimsAreDisjoint},
 		{"ClaimReclaimsExpired", claimReclaimsExpired},
+		{"ClaimMarksAbandoned", claimMarksAbandoned},
 		{"ReadyQueues", readyQueues},
 		{"FinishesCheckTheToken", finishesCheckTheToken},
 		{"FinishesInTheCallersTransaction", finishesInTheCallersTransaction},
