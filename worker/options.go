@@ -104,11 +104,17 @@ type Options struct {
 	// this worker waits before it is tried again. During a rolling deploy,
 	// workers of the old version see jobs of kinds only the new version
 	// handles: releasing them, rather than failing them at once, lets a
-	// new worker take them. Each release counts an attempt, so a job no
-	// worker handles is failed when its tries run out (at once with the
-	// default Tries of 1: give such jobs tries, in their payload or here).
-	// Default 30s.
+	// new worker take them. The release gives the attempt back, so the job
+	// reaches the worker with its handler with all its tries. Default 30s.
 	UnknownKindBackoff time.Duration
+	// UnknownKindWait bounds that wait: a job whose name has no handler on
+	// this worker, pushed (its created_at, by the database's clock) longer
+	// ago than this, is failed with ErrUnknownJob, naming its kind — no
+	// worker with its handler came, so deploy one or register the handler,
+	// then retry it from failed_jobs. A job whose retryUntil passes fails
+	// then. Default 24h: longer than a rolling or staged deploy takes, and
+	// short enough that a misnamed job is seen the next day.
+	UnknownKindWait time.Duration
 	// MaxJobs stops the worker after this many jobs (--max-jobs). 0: no limit.
 	MaxJobs int
 	// MaxTime stops the worker after this long (--max-time). 0: no limit.
@@ -179,6 +185,9 @@ const LaravelAbandoned = -1
 // defaultAbandonedRetries is Options.AbandonedRetries' default.
 const defaultAbandonedRetries = 2
 
+// defaultUnknownKindWait is Options.UnknownKindWait's default.
+const defaultUnknownKindWait = 24 * time.Hour
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency == 0 {
 		o.Concurrency = 10
@@ -212,6 +221,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.UnknownKindBackoff == 0 {
 		o.UnknownKindBackoff = 30 * time.Second
+	}
+	if o.UnknownKindWait == 0 {
+		o.UnknownKindWait = defaultUnknownKindWait
 	}
 	if o.Name == "" {
 		o.Name = "default"
@@ -259,7 +271,7 @@ func (o Options) validate(retryAfter time.Duration) error {
 		name string
 		d    time.Duration
 	}{
-		{"Timeout", o.Timeout}, {"UnknownKindBackoff", o.UnknownKindBackoff}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
+		{"Timeout", o.Timeout}, {"UnknownKindBackoff", o.UnknownKindBackoff}, {"UnknownKindWait", o.UnknownKindWait}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
 		{"GracePeriod", o.GracePeriod}, {"SignalInterval", o.SignalInterval},
 		{"MetricsRetention", o.MetricsRetention}, {"HistoryRetention", o.HistoryRetention},
 	} {

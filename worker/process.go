@@ -27,8 +27,8 @@ var (
 	// ErrTimeout: the job ran past its timeout (Laravel's TimeoutExceededException).
 	ErrTimeout = errors.New("has timed out")
 	// ErrUnknownJob: no handler is registered for the job's name on the
-	// worker that took it, and its tries ran out while it waited for one
-	// that has (see Options.UnknownKindBackoff).
+	// worker that took it, and no worker with one took it within
+	// Options.UnknownKindWait of its push (or before its retryUntil).
 	ErrUnknownJob = errors.New("no handler is registered for this job name on this worker: register one with worker.Handle or worker.Register, or push it to a queue that a worker with one serves")
 	// ErrPayloadLimit: the payload's timeout or backoff is negative or
 	// longer than MaxDelay; the job is failed without running.
@@ -106,7 +106,7 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 					job.Name(), ErrMaxAttempts, abandoned, job.Attempts, maxTries, ErrAbandoned))
 			}
 		case h == nil:
-			r.unknownKind(job, maxTries, dbNow)
+			r.unknownKind(job, dbNow)
 		case limitErr != nil:
 			// Running it would only end in a wrapped duration or a
 			// release that cannot be written, again and again.
