@@ -106,11 +106,38 @@ func limitsAndLocks(t *testing.T, s *suite) {
 			t.Fatalf("hit %d: hits %d left %d, want %d and 1..60 seconds", want, hits, left, want)
 		}
 	}
-	if err := l.DropHit(s.ctx, s.DB, name, 2); err != nil {
+	// A throttle row: three runs under way; one ends in an exception,
+	// one succeeds (the exceptions forgotten, the third run's place kept),
+	// the third ends without an exception.
+	const unit = dialect.ThrottleUnit
+	for _, step := range []struct {
+		place, exception, clear bool
+		want                    int64
+	}{
+		{true, true, false, 2 + unit},
+		{true, false, true, 1},
+		{true, false, false, 0},
+	} {
+		if err := l.EndRun(s.ctx, s.DB, name, step.place, step.exception, step.clear); err != nil {
+			t.Fatal(err)
+		}
+		if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != step.want {
+			t.Fatalf("after EndRun(place %v, exception %v, clear %v): %d hits, want %d", step.place, step.exception, step.clear, hits, step.want)
+		}
+	}
+	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().JobsTable()+"_limits WHERE name = ?", name); n != 0 {
+		t.Fatalf("a throttle row holding nothing was kept (%d rows)", n)
+	}
+	// An exception counted after its window: no place to take back, and
+	// a place taken back from no run leaves the count alone.
+	if hits, _ := must2(t, "hit by")(l.HitBy(s.ctx, s.DB, name, 60, unit)); hits != unit {
+		t.Fatalf("HitBy(%d) counts %d", unit, hits)
+	}
+	if err := l.EndRun(s.ctx, s.DB, name, true, false, false); err != nil {
 		t.Fatal(err)
 	}
-	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 1 {
-		t.Fatalf("after a hit dropped under a limit of 2: %d hits, want 1", hits)
+	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != unit {
+		t.Fatalf("a place taken back with no run under way: %d hits, want %d", hits, unit)
 	}
 	s.exec(t, "UPDATE "+s.Dialect.Tables().JobsTable()+"_limits SET window_start = window_start - 61 WHERE name = ?", name)
 	if hits, left := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 0 || left != 0 {
