@@ -106,6 +106,7 @@ type mJob struct {
 	// when no live lock holds it, with a fresh For (uniqueFor).
 	uniqueKey string
 	uniqueFor bool
+	mAttempt  // what claims and give-backs left (model_claims_test.go)
 }
 
 type mLink struct{ queue, uuid string }
@@ -197,6 +198,7 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 		{10, m.claim}, {2, m.claimRace}, {1, m.uniqueRace}, {5, m.delete}, {3, m.release}, {2, m.giveBack}, {3, m.fail},
 		{2, m.retry}, {2, m.cancel}, {1, m.runNow}, {1, m.cancelBatch}, {1, m.pruneUnique}, {3, m.expireReservation}, {2, m.due}, {1, m.expireLocks},
 	}
+	ops = append(ops, m.claimOps()...)
 	total := 0
 	for _, o := range ops {
 		total += o.weight
@@ -346,7 +348,7 @@ func (m *model) liveLock(l *mLock) bool {
 	if j.state > mReserved || l.jobID != 0 && j.id != l.jobID {
 		return false // ended, or retried under a new id the row does not name
 	}
-	return l.mode == dbqueue.UntilFinished || j.state != mReserved && j.attempts == 0
+	return l.mode == dbqueue.UntilFinished || !j.claimed
 }
 
 func (m *model) pushUnique() {
@@ -471,6 +473,7 @@ func (m *model) claim() {
 			m.errorf("worker %d claimed job %d at attempt %d, want %d", w, job.ID, job.Attempts, mj.attempts+1)
 		}
 		delete(claimable, job.ID)
+		m.claimedBy(w, job, mj)
 		mj.state, mj.attempts, mj.holder, mj.expired = mReserved, mj.attempts+1, job, false
 		m.held[w] = append(m.held[w], job)
 	}
@@ -515,6 +518,7 @@ func (m *model) claimRace() {
 				m.errorf("worker %d claimed job %d at attempt %d, want %d", w, job.ID, job.Attempts, mj.attempts+1)
 			}
 			delete(claimable, job.ID)
+			m.claimedBy(w, job, mj)
 			mj.state, mj.attempts, mj.holder, mj.expired = mReserved, mj.attempts+1, job, false
 			m.held[w] = append(m.held[w], job)
 			total++
@@ -762,6 +766,7 @@ func (m *model) giveBack() {
 		m.finished(w, job, mj, err)
 		if err == nil && mj != nil {
 			mj.state, mj.holder, mj.attempts = mReady, nil, mj.attempts-1
+			mj.gaveBack()
 		}
 	}
 }
@@ -825,7 +830,7 @@ func (m *model) retry() {
 	if mj.uniqueKey != "" && !m.liveLock(m.locks[mj.uniqueKey]) {
 		m.locks[mj.uniqueKey] = &mLock{mode: dbqueue.UntilFinished, job: mj, hasExpiry: mj.uniqueFor}
 	}
-	mj.state, mj.id, mj.attempts = mReady, 0, 0
+	mj.state, mj.id, mj.attempts, mj.mAttempt = mReady, 0, 0, mAttempt{}
 }
 
 func (m *model) cancel() {
