@@ -14,7 +14,9 @@
 // A job held back by RateLimited, WithoutOverlapping or
 // ThrottlesExceptions is released (worker.ReleaseAfter): that is no
 // exception, but the attempt still counts towards its tries, as in
-// Laravel. Give such jobs enough tries (worker.Unlimited) or a RetryUntil.
+// Laravel, and a job held back on its last try fails at its next claim
+// (worker.ErrMaxAttempts) without running. Give such jobs enough tries
+// (worker.Unlimited) or a RetryUntil.
 package middleware
 
 import (

@@ -83,16 +83,17 @@ type Options struct {
 	Tries int
 	// AbandonedRetries is how many more runs a job gets, past its tries,
 	// when attempts were abandoned by workers that stopped while running
-	// it (killed, crashed, a deploy that did not wait): a job reserved
-	// with its attempts past its tries can only follow such an attempt,
-	// since a handler failure on the last try fails the job rather than
-	// releasing it. Laravel fails such a job at once, without running it
-	// again (MaxAttemptsExceededException), so with its default of one try
-	// every job in flight on a killed worker is lost to failed_jobs. A job
-	// that keeps killing its worker still ends: once abandoned more than
-	// this many times it is failed, saying so (ErrAbandoned). Default 2;
-	// LaravelAbandoned (or any negative value) for Laravel's exact rule. A
-	// PHP worker sharing the queue keeps Laravel's rule.
+	// it (killed, crashed, a deploy that did not wait): the claim that
+	// takes over the expired reservation says so. A job reserved past its
+	// tries after a release on its last try is no such job: it fails with
+	// ErrMaxAttempts without running. Laravel fails both at once, without
+	// running them again (MaxAttemptsExceededException), so with its
+	// default of one try every job in flight on a killed worker is lost to
+	// failed_jobs. A job that keeps killing its worker still ends: once
+	// abandoned more than this many times it is failed, saying so
+	// (ErrAbandoned). Default 2; LaravelAbandoned (or any negative value)
+	// for Laravel's exact rule. A PHP worker sharing the queue keeps
+	// Laravel's rule.
 	AbandonedRetries int
 	// Backoff lists delays before retries when the payload has none
 	// (--backoff); the last repeats. Default: retry at once.
