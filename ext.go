@@ -101,6 +101,13 @@ func (e ext) SearchFailed(ctx context.Context, s Search) ([]dialect.FailedRow, S
 // so its end goes through FinishLinked rather than the batched deletes.
 func (e ext) Linked(job *Job) bool { return job.linked() }
 
+// FollowsAbandoned reports whether the job's reservation follows an
+// abandoned attempt: its claim took over an expired reservation (its
+// holder stopped while running it), or a row given back by such a
+// reservation. Attempts past a job's tries count as abandoned only then;
+// otherwise its last try ended in a release (dialect.AbandonedMark).
+func (e ext) FollowsAbandoned(job *Job) bool { return dialect.FollowsAbandoned(job.token) }
+
 // FinishLinked ends a held linked job in one transaction (deleted with its
 // chain's next job pushed when cause is nil, failed otherwise) and counts
 // it in its batch; it returns the batch before and after.

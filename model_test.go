@@ -106,6 +106,7 @@ type mJob struct {
 	// when no live lock holds it, with a fresh For (uniqueFor).
 	uniqueKey string
 	uniqueFor bool
+	mAttempt  // what claims and give-backs left (model_claims_test.go)
 }
 
 type mLink struct{ queue, uuid string }
@@ -198,6 +199,7 @@ func runModel(t *testing.T, db *dbtest.DB, seed uint64) {
 		{2, m.retry}, {2, m.cancel}, {1, m.runNow}, {1, m.cancelBatch}, {1, m.pruneUnique}, {3, m.expireReservation}, {2, m.due}, {1, m.expireLocks},
 		{1, m.search},
 	}
+	ops = append(ops, m.claimOps()...)
 	total := 0
 	for _, o := range ops {
 		total += o.weight
@@ -347,7 +349,7 @@ func (m *model) liveLock(l *mLock) bool {
 	if j.state > mReserved || l.jobID != 0 && j.id != l.jobID {
 		return false // ended, or retried under a new id the row does not name
 	}
-	return l.mode == dbqueue.UntilFinished || j.state != mReserved && j.attempts == 0
+	return l.mode == dbqueue.UntilFinished || !j.claimed
 }
 
 func (m *model) pushUnique() {
@@ -472,6 +474,7 @@ func (m *model) claim() {
 			m.errorf("worker %d claimed job %d at attempt %d, want %d", w, job.ID, job.Attempts, mj.attempts+1)
 		}
 		delete(claimable, job.ID)
+		m.claimedBy(w, job, mj)
 		mj.state, mj.attempts, mj.holder, mj.expired = mReserved, mj.attempts+1, job, false
 		m.held[w] = append(m.held[w], job)
 	}
@@ -516,6 +519,7 @@ func (m *model) claimRace() {
 				m.errorf("worker %d claimed job %d at attempt %d, want %d", w, job.ID, job.Attempts, mj.attempts+1)
 			}
 			delete(claimable, job.ID)
+			m.claimedBy(w, job, mj)
 			mj.state, mj.attempts, mj.holder, mj.expired = mReserved, mj.attempts+1, job, false
 			m.held[w] = append(m.held[w], job)
 			total++
@@ -763,6 +767,7 @@ func (m *model) giveBack() {
 		m.finished(w, job, mj, err)
 		if err == nil && mj != nil {
 			mj.state, mj.holder, mj.attempts = mReady, nil, mj.attempts-1
+			mj.gaveBack()
 		}
 	}
 }
@@ -826,7 +831,7 @@ func (m *model) retry() {
 	if mj.uniqueKey != "" && !m.liveLock(m.locks[mj.uniqueKey]) {
 		m.locks[mj.uniqueKey] = &mLock{mode: dbqueue.UntilFinished, job: mj, hasExpiry: mj.uniqueFor}
 	}
-	mj.state, mj.id, mj.attempts = mReady, 0, 0
+	mj.state, mj.id, mj.attempts, mj.mAttempt = mReady, 0, 0, mAttempt{}
 }
 
 func (m *model) cancel() {

@@ -25,7 +25,8 @@ const (
 	UntilFinished Until = dialect.UntilFinished
 	// UntilStarted holds the lock until a worker first claims the job
 	// (ShouldBeUniqueUntilProcessing): a new one may be queued while this
-	// one runs.
+	// one runs, or after it snoozed (a snooze takes the attempt back, not
+	// the start).
 	UntilStarted Until = dialect.UntilStarted
 	// UntilExpired holds the lock for Unique.For, whatever becomes of the
 	// job: at most one such job per period (a debounce).

@@ -14,7 +14,9 @@
 // A job held back by RateLimited, WithoutOverlapping or
 // ThrottlesExceptions is released (worker.ReleaseAfter): that is no
 // exception, but the attempt still counts towards its tries, as in
-// Laravel. Give such jobs enough tries (worker.Unlimited) or a RetryUntil.
+// Laravel, and a job held back on its last try fails at its next claim
+// (worker.ErrMaxAttempts) without running. Give such jobs enough tries
+// (worker.Unlimited) or a RetryUntil.
 package middleware
 
 import (
@@ -298,21 +300,25 @@ func ThrottleWhen(fn func(error) bool) ThrottleOption {
 // ThrottlesExceptions job middleware). After maxExceptions errors within
 // decay of the first, further jobs of the key are released until decay has
 // passed since that first error, without running; a success clears the
-// count.
+// count of errors.
 //
 // The count is kept in the database, in the limits table, so it is shared
 // by every worker of the queue, and never lets more than maxExceptions
 // runs through, however many workers start jobs of the key at once: a run
 // takes its place in the count (one atomic upsert) before it starts, a run
-// that cannot is released to the end of the window, and a run that ends
-// without an exception gives its place back. So maxExceptions also bounds
-// the runs of a key under way at once until one succeeds: set it at least
-// to the key's concurrency. A success costs one delete more; an exception,
-// nothing more. Errors the handler returns are still returned (the job is
-// retried with its backoff or failed, as without the middleware; Laravel
-// instead releases it); ReleaseAfter, FailNow and Discard are no
-// exceptions and are not counted, nor is a job cancelled because its
-// worker is stopping.
+// that cannot is released to the end of the window, a run that ends in an
+// exception leaves its place as that exception, and any other run gives
+// its place back. The count holds the runs under way and the exceptions
+// apart (dialect.ThrottleUnit), so a success forgets the exceptions but
+// not the runs still under way: maxExceptions bounds the runs of a key
+// under way at once, plus the exceptions of its window, within each
+// window; set it at least to the key's concurrency. Each run costs the
+// upsert before it (two statements on MySQL) and two after it (an update,
+// and the delete of a row left holding nothing); a refused one, the same.
+// Errors the handler returns are still returned (the job is retried
+// with its backoff or failed, as without the middleware; Laravel instead
+// releases it); ReleaseAfter, FailNow and Discard are no exceptions and
+// are not counted, nor is a job cancelled because its worker is stopping.
 //
 // decay is counted in whole seconds, rounded up. ThrottlesExceptions panics
 // on a nil queue, a maxExceptions below 1 or a decay below 1s.
@@ -336,9 +342,9 @@ func ThrottlesExceptions(q *dbqueue.Queue, key KeyFunc, maxExceptions int, decay
 				return next(ctx, job)
 			}
 			row := name("throttle:", k)
-			// Check and count in one step: the run is counted as an
-			// exception before it starts, so concurrent runs can never all
-			// see room for one more.
+			// Check and count in one step: the run takes its place before
+			// it starts, so concurrent runs can never all see room for one
+			// more.
 			var hits, left int64
 			err := sqldb.Retry(ctx, func() (err error) {
 				hits, left, err = s.sql.Hit(ctx, s.db, row, window)
@@ -347,31 +353,51 @@ func ThrottlesExceptions(q *dbqueue.Queue, key KeyFunc, maxExceptions int, decay
 			if err != nil {
 				return dbErr("ThrottlesExceptions", k, err)
 			}
-			if hits > int64(maxExceptions) {
+			rctx := context.WithoutCancel(ctx)
+			end := func(place, exception, clear bool) error {
+				if err := sqldb.Retry(rctx, func() error { return s.sql.EndRun(rctx, s.db, row, place, exception, clear) }); err != nil {
+					return dbErr("ThrottlesExceptions", k, err)
+				}
+				return nil
+			}
+			if runs, exceptions := hits%dialect.ThrottleUnit, hits/dialect.ThrottleUnit; runs+exceptions > int64(maxExceptions) {
+				// Refused: its place goes back at once. If that fails, the
+				// count holds one run too many until the window ends.
+				_ = end(true, false, false)
 				return worker.ReleaseAfter(waitSeconds(left))
 			}
 			windowEnd := time.Now().Add(time.Duration(left) * time.Second)
 			err = next(ctx, job)
-			rctx := context.WithoutCancel(ctx)
+			// A run whose window passed while it ran has no place left: a
+			// new window was opened without it.
+			place := !time.Now().After(windowEnd)
 			switch {
 			case err == nil:
-				// Laravel's success clears the count. If the delete fails
-				// the job still succeeded; the count decays by itself.
-				_ = sqldb.Retry(rctx, func() error { return s.sql.ClearHits(rctx, s.db, row) })
+				// Laravel's success clears the count of exceptions; the
+				// runs still under way keep their places. If the write
+				// fails the job still succeeded; the count decays by itself.
+				_ = end(place, false, true)
 				return nil
 			case worker.IsOutcome(err),
 				errors.Is(err, context.Canceled) && ctx.Err() != nil,
 				c.when != nil && !c.when(err):
 				// No exception: give the place back.
-				if derr := sqldb.Retry(rctx, func() error { return s.sql.DropHit(rctx, s.db, row, int64(maxExceptions)) }); derr != nil {
-					return errors.Join(err, dbErr("ThrottlesExceptions", k, derr))
+				if place {
+					if derr := end(true, false, false); derr != nil {
+						return errors.Join(err, derr)
+					}
 				}
 				return err
-			case time.Now().After(windowEnd):
+			case place:
+				// The exception stays in the count, where the run was.
+				if derr := end(true, true, false); derr != nil {
+					return errors.Join(err, derr)
+				}
+			default:
 				// The window the run was counted in passed while it ran:
 				// count the exception in the current one.
 				herr := sqldb.Retry(rctx, func() error {
-					_, _, err := s.sql.Hit(rctx, s.db, row, window)
+					_, _, err := s.sql.HitBy(rctx, s.db, row, window, dialect.ThrottleUnit)
 					return err
 				})
 				if herr != nil {

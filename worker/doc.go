@@ -8,18 +8,22 @@
 // (success), release it with a backoff (an error with tries left) or move
 // it to failed_jobs (out of tries, past retryUntil, too many exceptions, a
 // timeout with failOnTimeout). A job whose name has no handler on this
-// worker is released for Options.UnknownKindBackoff, so that in a rolling
-// deploy a worker of the new version runs it, and failed when its tries
-// run out.
+// worker is released for Options.UnknownKindBackoff with its attempt given
+// back, so that in a rolling deploy a worker of the new version runs it
+// with all its tries, and failed with ErrUnknownJob once
+// Options.UnknownKindWait has passed since its push.
 //
-// A job reserved again past its tries was abandoned by a worker that
-// stopped while running it (killed, crashed): a handler failure on the
-// last try fails the job rather than releasing it. Laravel fails such a
-// job without running it, which on its default of one try sends every job
-// in flight on a killed worker to failed_jobs; this worker runs it up to
-// Options.AbandonedRetries (2) more times, then fails it with ErrAbandoned,
-// since a job that keeps killing its worker must end. Set
-// AbandonedRetries to LaravelAbandoned for Laravel's exact rule.
+// A job reserved again past its tries got there in one of two ways. Its
+// last try ended in a release (ReleaseAfter, a middleware's, a Laravel
+// worker's): it fails with ErrMaxAttempts without running, as in Laravel.
+// Or it was abandoned by a worker that stopped while running it (killed,
+// crashed), and the claim that took over its expired reservation says so.
+// Laravel fails that one without running it too, which on its default of
+// one try sends every job in flight on a killed worker to failed_jobs;
+// this worker runs it up to Options.AbandonedRetries (2) more times, then
+// fails it with ErrAbandoned, since a job that keeps killing its worker
+// must end. Set AbandonedRetries to LaravelAbandoned for Laravel's exact
+// rule.
 //
 // Handlers are registered by name (Handle, HandleJSON) or by args type
 // (Register, for dbqueue.JobArgs types pushed with dbqueue.PushArgs). Tries,

@@ -22,7 +22,8 @@ type Events struct {
 	// after delay.
 	JobReleasedAfterException func(ctx context.Context, job *dbqueue.Job, delay time.Duration)
 	// JobReleased: the handler asked for a release (ReleaseAfter), no
-	// handler for the job's name is registered here (UnknownKindBackoff),
+	// handler for the job's name is registered here (UnknownKindBackoff,
+	// the attempt given back),
 	// or — only while JobGivenBack is nil — the job was given back, with a
 	// zero delay.
 	JobReleased func(ctx context.Context, job *dbqueue.Job, delay time.Duration)

@@ -19,6 +19,7 @@ type queueExt interface {
 	WithKey(raw []byte, key string, value any) ([]byte, error)
 	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
 	Linked(job *dbqueue.Job) bool
+	FollowsAbandoned(job *dbqueue.Job) bool
 	Unwritable(err error) bool
 	FinishLinked(ctx context.Context, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
 }

@@ -97,16 +97,17 @@ func TestRefusesAbsurdOptions(t *testing.T) {
 	q := dbtest.New(t, dbqueue.SQLite).Queue(t) // retry_after 90s: the default Timeout, 60s, fits
 	const huge = time.Duration(math.MaxInt64)
 	for name, o := range map[string]worker.Options{
-		"Timeout":        {Timeout: huge},
-		"GracePeriod":    {GracePeriod: huge},
-		"Sleep":          {Sleep: huge},
-		"MaxTime":        {MaxTime: huge},
-		"Rest":           {Rest: huge},
-		"SignalInterval": {SignalInterval: -time.Second},
-		"Backoff":        {Timeout: time.Second, Backoff: []time.Duration{time.Second, huge}},
-		"MemoryLimitMB":  {MemoryLimitMB: math.MaxInt},
-		"Concurrency":    {Concurrency: math.MaxInt},
-		"Prefetch":       {Prefetch: math.MaxInt},
+		"Timeout":         {Timeout: huge},
+		"GracePeriod":     {GracePeriod: huge},
+		"Sleep":           {Sleep: huge},
+		"MaxTime":         {MaxTime: huge},
+		"Rest":            {Rest: huge},
+		"UnknownKindWait": {UnknownKindWait: -time.Second},
+		"SignalInterval":  {SignalInterval: -time.Second},
+		"Backoff":         {Timeout: time.Second, Backoff: []time.Duration{time.Second, huge}},
+		"MemoryLimitMB":   {MemoryLimitMB: math.MaxInt},
+		"Concurrency":     {Concurrency: math.MaxInt},
+		"Prefetch":        {Prefetch: math.MaxInt},
 	} {
 		_, err := worker.New(q, o)
 		if err == nil || !strings.Contains(err.Error(), name) {

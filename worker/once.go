@@ -23,7 +23,8 @@ const (
 	OutcomeDiscarded Outcome = "discarded"
 	// OutcomeReleased: the job will run again after Result.Delay: the
 	// handler returned ReleaseAfter, or an error or a timeout with tries
-	// left, or no handler is registered for its name (UnknownKindBackoff).
+	// left, or no handler is registered for its name (UnknownKindBackoff;
+	// its attempt given back).
 	OutcomeReleased Outcome = "released"
 	// OutcomeFailed: the job was moved to failed_jobs, Result.Err saying why.
 	OutcomeFailed Outcome = "failed"

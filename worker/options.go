@@ -83,16 +83,17 @@ type Options struct {
 	Tries int
 	// AbandonedRetries is how many more runs a job gets, past its tries,
 	// when attempts were abandoned by workers that stopped while running
-	// it (killed, crashed, a deploy that did not wait): a job reserved
-	// with its attempts past its tries can only follow such an attempt,
-	// since a handler failure on the last try fails the job rather than
-	// releasing it. Laravel fails such a job at once, without running it
-	// again (MaxAttemptsExceededException), so with its default of one try
-	// every job in flight on a killed worker is lost to failed_jobs. A job
-	// that keeps killing its worker still ends: once abandoned more than
-	// this many times it is failed, saying so (ErrAbandoned). Default 2;
-	// LaravelAbandoned (or any negative value) for Laravel's exact rule. A
-	// PHP worker sharing the queue keeps Laravel's rule.
+	// it (killed, crashed, a deploy that did not wait): the claim that
+	// takes over the expired reservation says so. A job reserved past its
+	// tries after a release on its last try is no such job: it fails with
+	// ErrMaxAttempts without running. Laravel fails both at once, without
+	// running them again (MaxAttemptsExceededException), so with its
+	// default of one try every job in flight on a killed worker is lost to
+	// failed_jobs. A job that keeps killing its worker still ends: once
+	// abandoned more than this many times it is failed, saying so
+	// (ErrAbandoned). Default 2; LaravelAbandoned (or any negative value)
+	// for Laravel's exact rule. A PHP worker sharing the queue keeps
+	// Laravel's rule.
 	AbandonedRetries int
 	// Backoff lists delays before retries when the payload has none
 	// (--backoff); the last repeats. Default: retry at once.
@@ -104,11 +105,17 @@ type Options struct {
 	// this worker waits before it is tried again. During a rolling deploy,
 	// workers of the old version see jobs of kinds only the new version
 	// handles: releasing them, rather than failing them at once, lets a
-	// new worker take them. Each release counts an attempt, so a job no
-	// worker handles is failed when its tries run out (at once with the
-	// default Tries of 1: give such jobs tries, in their payload or here).
-	// Default 30s.
+	// new worker take them. The release gives the attempt back, so the job
+	// reaches the worker with its handler with all its tries. Default 30s.
 	UnknownKindBackoff time.Duration
+	// UnknownKindWait bounds that wait: a job whose name has no handler on
+	// this worker, pushed (its created_at, by the database's clock) longer
+	// ago than this, is failed with ErrUnknownJob, naming its kind — no
+	// worker with its handler came, so deploy one or register the handler,
+	// then retry it from failed_jobs. A job whose retryUntil passes fails
+	// then. Default 24h: longer than a rolling or staged deploy takes, and
+	// short enough that a misnamed job is seen the next day.
+	UnknownKindWait time.Duration
 	// MaxJobs stops the worker after this many jobs (--max-jobs). 0: no limit.
 	MaxJobs int
 	// MaxTime stops the worker after this long (--max-time). 0: no limit.
@@ -179,6 +186,9 @@ const LaravelAbandoned = -1
 // defaultAbandonedRetries is Options.AbandonedRetries' default.
 const defaultAbandonedRetries = 2
 
+// defaultUnknownKindWait is Options.UnknownKindWait's default.
+const defaultUnknownKindWait = 24 * time.Hour
+
 func (o Options) withDefaults() Options {
 	if o.Concurrency == 0 {
 		o.Concurrency = 10
@@ -212,6 +222,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.UnknownKindBackoff == 0 {
 		o.UnknownKindBackoff = 30 * time.Second
+	}
+	if o.UnknownKindWait == 0 {
+		o.UnknownKindWait = defaultUnknownKindWait
 	}
 	if o.Name == "" {
 		o.Name = "default"
@@ -259,7 +272,7 @@ func (o Options) validate(retryAfter time.Duration) error {
 		name string
 		d    time.Duration
 	}{
-		{"Timeout", o.Timeout}, {"UnknownKindBackoff", o.UnknownKindBackoff}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
+		{"Timeout", o.Timeout}, {"UnknownKindBackoff", o.UnknownKindBackoff}, {"UnknownKindWait", o.UnknownKindWait}, {"Sleep", o.Sleep}, {"MaxTime", o.MaxTime}, {"Rest", o.Rest},
 		{"GracePeriod", o.GracePeriod}, {"SignalInterval", o.SignalInterval},
 		{"MetricsRetention", o.MetricsRetention}, {"HistoryRetention", o.HistoryRetention},
 	} {

@@ -14,8 +14,10 @@ import (
 // The errors a worker records in failed_jobs for its own reasons.
 var (
 	// ErrMaxAttempts: the job was reserved again with its tries spent or
-	// its retryUntil passed — its last holder died or timed out (Laravel's
-	// MaxAttemptsExceededException).
+	// its retryUntil passed — its last try ended in a release (a
+	// handler's ReleaseAfter, a middleware's, a transactional handler's
+	// ReleaseTx), or its last holder died or timed out (Laravel's
+	// MaxAttemptsExceededException). It is failed without running.
 	ErrMaxAttempts = errors.New("has been attempted too many times or run too long; the job may have previously timed out")
 	// ErrAbandoned: the job was reserved past its tries and
 	// Options.AbandonedRetries: workers stopped while running it (killed,
@@ -25,8 +27,8 @@ var (
 	// ErrTimeout: the job ran past its timeout (Laravel's TimeoutExceededException).
 	ErrTimeout = errors.New("has timed out")
 	// ErrUnknownJob: no handler is registered for the job's name on the
-	// worker that took it, and its tries ran out while it waited for one
-	// that has (see Options.UnknownKindBackoff).
+	// worker that took it, and no worker with one took it within
+	// Options.UnknownKindWait of its push (or before its retryUntil).
 	ErrUnknownJob = errors.New("no handler is registered for this job name on this worker: register one with worker.Handle or worker.Register, or push it to a queue that a worker with one serves")
 	// ErrPayloadLimit: the payload's timeout or backoff is negative or
 	// longer than MaxDelay; the job is failed without running.
@@ -75,12 +77,16 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 		if fn := ev.JobProcessing; fn != nil {
 			fn(ctx, job)
 		}
-		// markJobAsFailedIfAlreadyExceedsMaxAttempts: the last holder died
-		// or timed out with this job on its last try. Past its tries, a
-		// job was abandoned by a worker that stopped while running it, and
-		// runs again up to AbandonedRetries times (Laravel: none).
+		// markJobAsFailedIfAlreadyExceedsMaxAttempts: a job reserved past
+		// its tries. Its last try ended in a release (a handler's or a
+		// middleware's, or a Laravel worker's), and it fails without
+		// running, as in Laravel; or it was abandoned by a worker that
+		// stopped while running it (the claim says which: FollowsAbandoned),
+		// and it runs again up to AbandonedRetries times (Laravel: none).
 		abandoned := job.Attempts - maxTries
-		if p.RetryUntil == nil && maxTries > 0 && abandoned > 0 && abandoned <= w.opts.AbandonedRetries {
+		past := p.RetryUntil == nil && maxTries > 0 && abandoned > 0
+		released := past && !w.ext.FollowsAbandoned(job)
+		if past && !released && abandoned <= w.opts.AbandonedRetries {
 			w.log.Warn("job abandoned by a worker that stopped while running it; running it again past its tries",
 				"id", job.ID, "name", job.Name(), "attempt", job.Attempts, "tries", maxTries, "abandoned", abandoned, "allowed", w.opts.AbandonedRetries)
 		}
@@ -89,7 +95,10 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 			r.discardCancelled(job, h)
 		case p.RetryUntil != nil && dbNow.now().Unix() > *p.RetryUntil:
 			r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
-		case p.RetryUntil == nil && maxTries > 0 && abandoned > w.opts.AbandonedRetries:
+		case released:
+			r.fail(job, h, 0, fmt.Errorf("%s %w: attempt %d ended in a release with its %d tries spent, so it does not run again (give it more tries, or a RetryUntil)",
+				job.Name(), ErrMaxAttempts, job.Attempts-1, maxTries))
+		case past && abandoned > w.opts.AbandonedRetries:
 			if w.opts.AbandonedRetries == 0 {
 				r.fail(job, h, 0, fmt.Errorf("%s %w", job.Name(), ErrMaxAttempts))
 			} else {
@@ -97,7 +106,7 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 					job.Name(), ErrMaxAttempts, abandoned, job.Attempts, maxTries, ErrAbandoned))
 			}
 		case h == nil:
-			r.unknownKind(job, maxTries, dbNow)
+			r.unknownKind(job, dbNow)
 		case limitErr != nil:
 			// Running it would only end in a wrapped duration or a
 			// release that cannot be written, again and again.

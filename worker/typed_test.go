@@ -199,9 +199,10 @@ func TestHandlerOptionsPrecedence(t *testing.T) {
 }
 
 // During a rolling deploy an old worker takes a job of a kind only new
-// workers handle: it releases the job, counting the attempt, and a worker
-// with the handler runs it; a job no worker handles fails when its tries
-// run out, saying which kind has no handler.
+// workers handle: it releases the job with its attempt given back, and a
+// worker with the handler runs it with all its tries (one, the default);
+// a job no worker handles fails once UnknownKindWait has passed since its
+// push, saying which kind has no handler.
 func TestUnknownKindWaitsForAWorkerThatHandlesIt(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		q := db.Queue(t)
@@ -218,56 +219,61 @@ func TestUnknownKindWaitsForAWorkerThatHandlesIt(t *testing.T) {
 			},
 		}})
 		old.Handle("known", func(ctx context.Context, job *dbqueue.Job) error { return nil })
-		ids, err := dbqueue.PushArgsMany(bg, q, []sendMail{{To: "new"}, {To: "nobody"}}, dbqueue.JobOptions{MaxTries: 2})
+		mail, err := dbqueue.PushArgs(bg, q, sendMail{To: "new"}, dbqueue.JobOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-
-		res := runOnce(t, old)
-		if len(res) != 2 || res[0].Outcome != worker.OutcomeReleased || res[0].Delay != 2*time.Minute || res[1].Outcome != worker.OutcomeReleased {
-			t.Fatalf("old worker: %+v, want both released for UnknownKindBackoff", res)
-		}
-		if len(released) != 2 || released[0] != 2*time.Minute {
-			t.Fatalf("JobReleased heard %v", released)
-		}
-		var wait int64
-		if err := db.SQL.QueryRow(db.Dialect.Rebind("SELECT available_at - "+db.Now()+" FROM jobs WHERE id = ?"), ids[0]).Scan(&wait); err != nil {
+		const orphanKind = `App\Jobs\NobodyHandlesThis`
+		if _, err := q.Push(bg, dbqueue.NewJob{Name: orphanKind}); err != nil {
 			t.Fatal(err)
 		}
-		if wait < 110 || wait > 120 {
-			t.Fatalf("released for %ds, want UnknownKindBackoff, 120s", wait)
-		}
-		if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE attempts = 1 AND reserved_at IS NULL"); n != 2 {
-			t.Fatalf("%d jobs released with their attempt counted, want 2", n)
-		}
-		// The backoff passes.
-		db.Exec(t, "UPDATE jobs SET available_at = available_at - 120")
 
-		// A new worker has the handler: it runs the first job, on its
-		// second attempt. The second job it leaves to the old worker.
+		for round := range 3 { // more rounds than the default one try
+			res := runOnce(t, old)
+			if len(res) != 2 || res[0].Outcome != worker.OutcomeReleased || res[0].Delay != 2*time.Minute || res[1].Outcome != worker.OutcomeReleased {
+				t.Fatalf("old worker, round %d: %+v, want both released for UnknownKindBackoff", round, res)
+			}
+			var wait int64
+			if err := db.SQL.QueryRow(db.Dialect.Rebind("SELECT available_at - "+db.Now()+" FROM jobs WHERE id = ?"), mail).Scan(&wait); err != nil {
+				t.Fatal(err)
+			}
+			if wait < 110 || wait > 120 {
+				t.Fatalf("released for %ds, want UnknownKindBackoff, 120s", wait)
+			}
+			if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE attempts = 0 AND reserved_at IS NULL"); n != 2 {
+				t.Fatalf("round %d: %d jobs released with their attempt given back, want 2", round, n)
+			}
+			// The backoff passes.
+			db.Exec(t, "UPDATE jobs SET available_at = available_at - 120")
+		}
+		if len(released) != 6 || released[0] != 2*time.Minute {
+			t.Fatalf("JobReleased heard %v", released)
+		}
+
+		// A new worker has the handler: it runs the mail on its first
+		// attempt, its one try intact. The other job it does not know
+		// either.
 		newer, _ := newWorker(t, q, worker.Options{Name: "new"})
 		worker.Register(newer, func(ctx context.Context, job *dbqueue.Job, m sendMail) error {
-			if m.To == "nobody" {
-				return worker.ReleaseAfter(0) // not this one: put it back
-			}
 			mu.Lock()
 			defer mu.Unlock()
 			ran = append(ran, m.To+" attempt "+itoa(job.Attempts))
 			return nil
 		})
-		res = runOnce(t, newer)
-		if len(res) != 2 || res[0].Outcome != worker.OutcomeDone || strings.Join(ran, ",") != "new attempt 2" {
-			t.Fatalf("new worker: %+v, ran %q; want the first job done on attempt 2", res, ran)
+		res := runOnce(t, newer)
+		if len(res) != 2 || res[0].Outcome != worker.OutcomeDone || res[1].Outcome != worker.OutcomeReleased || strings.Join(ran, ",") != "new attempt 1" {
+			t.Fatalf("new worker: %+v, ran %q; want the mail done on attempt 1, the other released", res, ran)
 		}
-		// The new worker's release spent the second job's second try:
-		// rewind to one, so the old worker's next claim is its last try.
-		db.Exec(t, "UPDATE jobs SET attempts = 1")
+
+		// A day passes since the push, by the database's clock: no
+		// handler came for the other job.
+		db.Exec(t, "UPDATE jobs SET created_at = created_at - 86400, available_at = available_at - 120")
 		res = runOnce(t, old)
 		if len(res) != 1 || res[0].Outcome != worker.OutcomeFailed {
-			t.Fatalf("old worker, tries spent: %+v, want failed", res)
+			t.Fatalf("old worker, a day on: %+v, want failed", res)
 		}
 		msg := res[0].Err.Error()
-		for _, want := range []string{mailKind, "no handler is registered", "on this worker", `worker "old"`, "attempt 2 of 2"} {
+		for _, want := range []string{orphanKind, "no handler is registered", "on this worker", `worker "old"`, "UnknownKindWait 24h0m0s", "deploy a worker that handles"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("failure %q does not say %q", msg, want)
 			}
@@ -281,6 +287,60 @@ func TestUnknownKindWaitsForAWorkerThatHandlesIt(t *testing.T) {
 		if n := db.Count(t, "SELECT COUNT(*) FROM jobs"); n != 0 {
 			t.Fatalf("%d jobs left", n)
 		}
+	})
+}
+
+// Two workers share a queue, only one of them with the handler: whichever
+// takes the job first, it runs once, on the worker with the handler, on
+// its first attempt.
+func TestUnknownKindReachesTheWorkerWithItsHandler(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		releasedBy := make(chan struct{}, 1)
+		old, _ := newWorker(t, q, worker.Options{Name: "old", UnknownKindBackoff: time.Second, Events: worker.Events{
+			JobReleased: func(context.Context, *dbqueue.Job, time.Duration) {
+				select {
+				case releasedBy <- struct{}{}:
+				default:
+				}
+			},
+		}})
+		old.Handle("known", func(context.Context, *dbqueue.Job) error { return nil })
+		done := make(chan int, 1)
+		newer, _ := newWorker(t, q, worker.Options{Name: "new"})
+		newer.Handle("added", func(_ context.Context, job *dbqueue.Job) error {
+			done <- job.Attempts
+			return nil
+		})
+		pushN(t, q, 1, dbqueue.NewJob{Name: "added"})
+		ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		defer cancel()
+		oldDone := make(chan error, 1)
+		go func() { oldDone <- old.Run(ctx) }()
+		select {
+		case <-releasedBy: // the old worker took it first
+		case <-ctx.Done():
+			t.Fatal("the old worker never released the job")
+		}
+		newDone := make(chan error, 1)
+		go func() { newDone <- newer.Run(ctx) }()
+		select {
+		case attempt := <-done:
+			if attempt != 1 {
+				t.Fatalf("the worker with the handler ran the job on attempt %d, want 1", attempt)
+			}
+		case <-ctx.Done():
+			t.Fatal("the worker with the handler never ran the job")
+		}
+		cancel()
+		for _, ch := range []chan error{oldDone, newDone} {
+			if err := <-ch; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+		}
+		dbtest.WaitFor(t, 10*time.Second, "the job deleted", func() bool {
+			return db.Count(t, "SELECT COUNT(*) FROM jobs")+db.Count(t, "SELECT COUNT(*) FROM failed_jobs") == 0
+		})
 	})
 }
 

@@ -16,10 +16,66 @@ import (
 // jobColumns is what every read of a claimed row selects, in scanJob's order.
 const jobColumns = "id, queue, payload, attempts, reserved_at, available_at, created_at, reservation_token"
 
-// claimSet is the SET list of every claim: reserve, count the attempt
-// (never past MaxAttempts), and draw a new reservation token.
-var claimSet = "attempts = CASE WHEN attempts < " + strconv.Itoa(MaxAttempts) +
-	" THEN attempts + 1 ELSE attempts END, reservation_token = reservation_token + 1"
+// claimSet is the SET list of every claim but reserved_at, which the
+// claim sets after it: draw a new reservation token (with AbandonedMark
+// as claimToken says), and count the attempt (never past MaxAttempts).
+// The token comes first and reserved_at last because MySQL assigns left
+// to right, each expression reading the columns assigned before it: the
+// token must read reserved_at as the claim found it.
+var claimSet = "reservation_token = reservation_token + 1 - (reservation_token & " + strconv.FormatInt(AbandonedMark|carryMark, 10) + ")" +
+	" + CASE WHEN reserved_at IS NOT NULL OR (reservation_token & " + carry + ") <> 0 THEN " + abandoned + " ELSE 0 END" +
+	", attempts = CASE WHEN attempts < " + strconv.Itoa(MaxAttempts) + " THEN attempts + 1 ELSE attempts END"
+
+// Whether a reservation follows an abandoned attempt, kept in bits of the
+// reservation token (as ErrorHistoryMark is). A job reserved with more
+// attempts than its tries got there in one of two ways: its last holder
+// stopped while running it (killed, crashed: the reservation ran out and
+// a claim took it over), or its last try ended in a release (a handler's
+// ReleaseAfter, a middleware's, a Laravel worker's $this->release()). A
+// worker gives only the first more runs (worker.Options.AbandonedRetries)
+// and fails the second without running it, as Laravel fails both; the
+// mark tells them apart.
+//
+// The low bits of the token grow by one with every claim, give-back and
+// transactional release, so no two reservations of a row share a token
+// whatever the marks do. Laravel's workers never write the token: a row a
+// PHP worker released is a new row, with no mark, and a reservation a PHP
+// worker abandoned gets the mark from the claim that takes it over.
+const (
+	// AbandonedMark is set by a claim that takes over an expired
+	// reservation, or that takes a row given back (or snoozed) by a
+	// reservation that had the mark: a give-back takes its attempt back,
+	// so the attempts it leaves follow the abandoned one still. Any other
+	// claim clears it: the row was released, or pushed.
+	AbandonedMark int64 = 1 << 49
+	// carryMark is set on the row by a give-back or snooze of a
+	// reservation with AbandonedMark, for the next claim to keep it.
+	carryMark int64 = 1 << 50
+)
+
+var (
+	abandoned = strconv.FormatInt(AbandonedMark, 10)
+	carry     = strconv.FormatInt(carryMark, 10)
+	// giveBackToken is the token a give-back or snooze writes: a new one,
+	// carrying the reservation's AbandonedMark to the next claim.
+	giveBackToken = "reservation_token + 1 - (reservation_token & " + carry + ")" +
+		" + CASE WHEN (reservation_token & " + abandoned + ") <> 0 THEN " + carry + " ELSE 0 END"
+)
+
+// FollowsAbandoned reports whether a reservation's token says it follows
+// an abandoned attempt (AbandonedMark).
+func FollowsAbandoned(token int64) bool { return token&AbandonedMark != 0 }
+
+// claimToken is the token claimSet writes over token on a row that was
+// reserved (an expired reservation) or not: for a claim that computes it
+// in Go as well (MySQL has no UPDATE … RETURNING).
+func claimToken(token int64, reserved bool) int64 {
+	t := token + 1 - token&(AbandonedMark|carryMark)
+	if reserved || token&carryMark != 0 {
+		t += AbandonedMark
+	}
+	return t
+}
 
 // insertChunk bounds the rows of one INSERT (PostgreSQL allows 65,535
 // parameters; each row takes three).
@@ -303,7 +359,7 @@ func (c *common) GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error
 	// A give-back takes the attempt back and draws a new token, so one
 	// retried after a lost reply never matches a later claim, ours or a PHP
 	// worker's (which counts attempts and leaves the token alone).
-	res, err := db.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET reserved_at = NULL, attempts = attempts - 1, reservation_token = reservation_token + 1"+c.held),
+	res, err := db.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET reserved_at = NULL, attempts = attempts - 1, reservation_token = "+giveBackToken+c.held),
 		h.ID, h.Token, h.Attempts)
 	return res.RowsAffected > 0, err
 }

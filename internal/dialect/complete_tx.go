@@ -65,11 +65,11 @@ func (c *common) CompleteIn(ctx context.Context, tx sqldb.Tx, h Held) (bool, err
 // row for still held by this reservation: not a retried release, and not
 // a caller finding out whether a commit whose reply was lost happened.
 func (c *common) releaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
-	set := "reserved_at = NULL, available_at = " + c.now + " + " + strconv.FormatInt(delay, 10) +
-		", reservation_token = reservation_token + 1"
+	token := "reservation_token + 1"
 	if giveBack {
-		set += ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
+		token = giveBackToken + ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
 	}
+	set := "reserved_at = NULL, available_at = " + c.now + " + " + strconv.FormatInt(delay, 10) + ", reservation_token = " + token
 	res, err := tx.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+set+c.held), h.ID, h.Token, h.Attempts)
 	return err == nil && res.RowsAffected > 0, err
 }

@@ -3,6 +3,7 @@ package dialect
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -22,17 +23,21 @@ type Limits interface {
 	// is none or the last one has passed, in one atomic step. It returns
 	// the window's hits, this one included, and the seconds left in it.
 	Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error)
+	// HitBy is Hit counting n hits at once.
+	HitBy(ctx context.Context, db sqldb.DB, name string, per, n int64) (hits, left int64, err error)
 	// Hits reads name's hits in its current window of per seconds and the
 	// seconds left in it, without counting: 0, 0 when there is no current
 	// window.
 	Hits(ctx context.Context, ex sqldb.Execer, name string, per int64) (hits, left int64, err error)
 	// ClearHits forgets name's window.
 	ClearHits(ctx context.Context, ex sqldb.Execer, name string) error
-	// DropHit takes back one hit Hit counted on name, whose callers let at
-	// most limit hits through (hits past limit were refused, and hold
-	// nothing): the count becomes min(hits, limit) - 1, and the row goes
-	// when that is 0.
-	DropHit(ctx context.Context, ex sqldb.Execer, name string, limit int64) error
+	// EndRun ends one run counted on a throttle row (see ThrottleUnit) in
+	// one atomic step: place takes the run's place back (the runs under way
+	// less one, never below 0); exception counts an exception; clear
+	// forgets the exceptions (a success). The row goes when it holds
+	// nothing. It changes no window: a run whose window passed has no place
+	// left in it, and its exception is counted with HitBy(ThrottleUnit).
+	EndRun(ctx context.Context, ex sqldb.Execer, name string, place, exception, clear bool) error
 	// TakeLock takes the lock name for owner until now + expire seconds,
 	// atomically: when nobody holds it, or its holder's lock has expired
 	// (taken over). It reports whether owner now holds it.
@@ -60,16 +65,31 @@ func LimitsOf(d Dialect) (Limits, error) {
 func (c *common) limitsTable() string { return c.tables.JobsTable() + "_limits" }
 func (c *common) locksTable() string  { return c.tables.JobsTable() + "_locks" }
 
-// Hit is one INSERT … ON CONFLICT DO UPDATE … RETURNING on PostgreSQL and
-// SQLite. Every expression of the SET list reads the row as it was, so
-// both CASEs decide on the old window.
+// ThrottleUnit is what an exception adds to a throttle row's hits. A
+// throttle row (ThrottlesExceptions) counts two things in its window: the
+// runs of its key under way, hits % ThrottleUnit, each counted by Hit
+// before it starts, and the exceptions, hits / ThrottleUnit, each moved
+// there from the runs by EndRun. Both in one row, so that a run is let
+// through on one atomic count of both, and a success forgets the
+// exceptions without forgetting the runs still under way.
+const ThrottleUnit int64 = 1 << 32
+
+var throttleUnit = strconv.FormatInt(ThrottleUnit, 10)
+
 func (c *common) Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error) {
-	q := "INSERT INTO " + c.limitsTable() + " AS l (name, window_start, hits) VALUES (?, " + c.now + ", 1)" +
+	return c.HitBy(ctx, db, name, per, 1)
+}
+
+// HitBy is one INSERT … ON CONFLICT DO UPDATE … RETURNING on PostgreSQL
+// and SQLite. Every expression of the SET list reads the row as it was,
+// so both CASEs decide on the old window.
+func (c *common) HitBy(ctx context.Context, db sqldb.DB, name string, per, n int64) (hits, left int64, err error) {
+	q := "INSERT INTO " + c.limitsTable() + " AS l (name, window_start, hits) VALUES (?, " + c.now + ", ?)" +
 		" ON CONFLICT (name) DO UPDATE SET" +
-		" hits = CASE WHEN l.window_start > excluded.window_start - ? THEN l.hits + 1 ELSE 1 END," +
+		" hits = CASE WHEN l.window_start > excluded.window_start - ? THEN l.hits + excluded.hits ELSE excluded.hits END," +
 		" window_start = CASE WHEN l.window_start > excluded.window_start - ? THEN l.window_start ELSE excluded.window_start END" +
 		" RETURNING hits, window_start + ? - " + c.now
-	err = db.QueryRow(ctx, c.rebind(q), name, per, per, per).Scan(&hits, &left)
+	err = db.QueryRow(ctx, c.rebind(q), name, n, per, per, per).Scan(&hits, &left)
 	return hits, left, err
 }
 
@@ -97,15 +117,22 @@ func (c *common) ClearHits(ctx context.Context, ex sqldb.Execer, name string) er
 	return err
 }
 
-// DropHit's statements need no RowsAffected: the UPDATE may change
+// EndRun's statements need no RowsAffected: the UPDATE may change
 // nothing (MySQL's count then depends on clientFoundRows), and the DELETE
-// only removes a count that reached 0.
-func (c *common) DropHit(ctx context.Context, ex sqldb.Execer, name string, limit int64) error {
-	least := "LEAST"
-	if c.name == "sqlite" {
-		least = "MIN" // SQLite's scalar min
+// only removes a row that holds nothing. The UPDATE reads the row as it
+// was in each expression (its one assignment, on MySQL too).
+func (c *common) EndRun(ctx context.Context, ex sqldb.Execer, name string, place, exception, clear bool) error {
+	hits := "hits"
+	if clear {
+		hits = "hits % " + throttleUnit
 	}
-	if _, err := ex.Exec(ctx, c.rebind("UPDATE "+c.limitsTable()+" SET hits = "+least+"(hits, ?) - 1 WHERE name = ?"), limit, name); err != nil {
+	if place {
+		hits = "(" + hits + ") - CASE WHEN hits % " + throttleUnit + " > 0 THEN 1 ELSE 0 END"
+	}
+	if exception {
+		hits += " + " + throttleUnit
+	}
+	if _, err := ex.Exec(ctx, c.rebind("UPDATE "+c.limitsTable()+" SET hits = "+hits+" WHERE name = ?"), name); err != nil {
 		return err
 	}
 	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.limitsTable()+" WHERE name = ? AND hits <= 0"), name)
@@ -151,19 +178,23 @@ func (c *common) PruneLimits(ctx context.Context, ex sqldb.Execer, age int64) (i
 	return a.RowsAffected + b.RowsAffected, nil
 }
 
-// Hit on MySQL: INSERT … ON DUPLICATE KEY UPDATE has no RETURNING (nor
+func (m *mysql) Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error) {
+	return m.HitBy(ctx, db, name, per, 1)
+}
+
+// HitBy on MySQL: INSERT … ON DUPLICATE KEY UPDATE has no RETURNING (nor
 // MariaDB's, for the updated row), so the counted row is read back in the
 // same transaction, under the lock the upsert took. MySQL assigns the SET
 // list left to right, each reading the columns assigned before it: hits
 // comes first, so both IFs read the old window_start.
-func (m *mysql) Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error) {
-	up := "INSERT INTO " + m.limitsTable() + " (name, window_start, hits) VALUES (?, " + m.now + ", 1)" +
+func (m *mysql) HitBy(ctx context.Context, db sqldb.DB, name string, per, n int64) (hits, left int64, err error) {
+	up := "INSERT INTO " + m.limitsTable() + " (name, window_start, hits) VALUES (?, " + m.now + ", ?)" +
 		" ON DUPLICATE KEY UPDATE" +
-		" hits = IF(window_start > VALUES(window_start) - ?, hits + 1, 1)," +
+		" hits = IF(window_start > VALUES(window_start) - ?, hits + VALUES(hits), VALUES(hits))," +
 		" window_start = IF(window_start > VALUES(window_start) - ?, window_start, VALUES(window_start))"
 	read := "SELECT hits, window_start + ? - " + m.now + " FROM " + m.limitsTable() + " WHERE name = ?"
 	err = sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
-		if _, err := tx.Exec(ctx, up, name, per, per); err != nil {
+		if _, err := tx.Exec(ctx, up, name, n, per, per); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, read, per, name).Scan(&hits, &left)

@@ -93,9 +93,10 @@ func candidateIDs(cs []candidate) []int64 {
 	return ids
 }
 
-// mysqlLockColumns is claimColumns with reserved_at left out (0): the
-// claim sets it after the lock.
-const mysqlLockColumns = "id, payload, attempts, 0, available_at, created_at, reservation_token"
+// mysqlLockColumns is claimColumns with whether the row is reserved (1:
+// an expired reservation) in reserved_at's place: the claim sets
+// reserved_at after the lock, and draws the token claimToken says.
+const mysqlLockColumns = "id, payload, attempts, reserved_at IS NOT NULL, available_at, created_at, reservation_token"
 
 // Claim reads candidates from the queue's cursor (or from its start, see
 // above), locks those still due by primary key with SKIP LOCKED, and marks
@@ -224,14 +225,15 @@ func (m *mysql) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter
 				claimedAV, last = r.AvailableAt, r.ID
 			}
 		}
-		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET reserved_at = ?, "+claimSet+" WHERE id IN ("+sqldb.Ints(ids)+")", now); err != nil {
+		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET "+claimSet+", reserved_at = ? WHERE id IN ("+sqldb.Ints(ids)+")", now); err != nil {
 			return err
 		}
 		for i := range rows {
 			if rows[i].Attempts < MaxAttempts {
 				rows[i].Attempts++
 			}
-			rows[i].Token++
+			// The rows are locked: the UPDATE read what the lock read.
+			rows[i].Token = claimToken(rows[i].Token, rows[i].ReservedAt != 0)
 			rows[i].ReservedAt, rows[i].Reserved = now, true
 		}
 		return nil

@@ -69,11 +69,11 @@ func newPostgres(t Tables, zoneless bool) *postgres {
 	p.claim = sqldb.Rebind(`WITH expired AS (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + ` FOR UPDATE SKIP LOCKED),
 ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` FOR UPDATE SKIP LOCKED),
 due AS (SELECT id, false AS ready FROM expired UNION ALL SELECT id, true FROM ready LIMIT ?)
-UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
+UPDATE ` + c.jobs + ` AS jobs SET ` + claimSet + `, reserved_at = ` + c.now + `
 FROM due WHERE jobs.id = due.id
 RETURNING ` + pgClaimReturning + `, due.ready`)
 	p.claimFrom = sqldb.Rebind(`WITH ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + pgReadyFrom(c.now) + ` FOR UPDATE SKIP LOCKED)
-UPDATE ` + c.jobs + ` AS jobs SET reserved_at = ` + c.now + `, ` + claimSet + `
+UPDATE ` + c.jobs + ` AS jobs SET ` + claimSet + `, reserved_at = ` + c.now + `
 FROM ready WHERE jobs.id = ready.id
 RETURNING ` + pgClaimReturning)
 	// (reserved_at + 0), as in common.held: after an ANALYZE that saw no

@@ -29,7 +29,7 @@ func newSQLite(t Tables) *sqlite {
 		" ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at"
 	expired, ready := c.claimArms()
 	s := &sqlite{common: c}
-	s.claim = `UPDATE ` + c.jobs + ` SET reserved_at = ` + c.now + `, ` + claimSet + `
+	s.claim = `UPDATE ` + c.jobs + ` SET ` + claimSet + `, reserved_at = ` + c.now + `
 WHERE id IN (
   SELECT id FROM (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + `)
   UNION ALL

@@ -15,7 +15,8 @@ import (
 const (
 	// UntilFinished holds the lock while its job is in the jobs table.
 	UntilFinished = 0
-	// UntilStarted holds it while its job has never been claimed.
+	// UntilStarted holds it while its job has never been claimed (see
+	// neverClaimed).
 	UntilStarted = 1
 	// UntilExpired holds it until expires_at only.
 	UntilExpired = 2
@@ -279,12 +280,25 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 	return 0, false, errors.New("unique lock " + l.Key + " kept vanishing: is something pruning it in a loop?")
 }
 
+// neverClaimed is true of a row of jobs (aliased by prefix) that no
+// worker has claimed: none holds it, no PHP worker counted an attempt,
+// and no dbqueue claim drew a token. The token, not attempts alone: a
+// snooze or give-back takes the attempt back, but the claim that started
+// the job happened, and the lock it ended stays ended. (Only claims and
+// give-backs change the token's low bits; the marks above them are set
+// after a claim, or on a retry from failed_jobs, which takes no
+// UntilStarted lock.)
+func neverClaimed(prefix string) string {
+	return " AND " + prefix + "reserved_at IS NULL AND " + prefix + "attempts = 0 AND (" + prefix + "reservation_token & " +
+		strconv.FormatInt(ErrorHistoryMark-1, 10) + ") = 0"
+}
+
 // jobLive reports whether job id still holds a lock of mode: it is in
 // jobs and, for UntilStarted, was never claimed.
 func (c *common) jobLive(ctx context.Context, ex sqldb.Execer, id int64, mode int) (bool, error) {
 	q := "SELECT COUNT(*) FROM " + c.jobs + " WHERE id = ?"
 	if mode == UntilStarted {
-		q += " AND reserved_at IS NULL AND attempts = 0"
+		q += neverClaimed("")
 	}
 	var n int
 	err := ex.QueryRow(ctx, c.rebind(q+c.shareRead()), id).Scan(&n)
@@ -315,7 +329,7 @@ func (c *common) PruneUnique(ctx context.Context, db sqldb.DB, limit int) (int64
 	alive := func(mode string) string {
 		q := "SELECT 1 FROM " + c.jobs + " j WHERE j.id = u.job_id"
 		if mode == "started" {
-			q += " AND j.reserved_at IS NULL AND j.attempts = 0"
+			q += neverClaimed("j.")
 		}
 		return q
 	}

@@ -24,6 +24,7 @@ var dialectTests = []test{
 	{method: "Rebind", fn: rebind},
 	{method: "Claim", fn: claimReclaimsExpired},
 	{method: "Claim", name: "SkipsLockedRows", fn: claimSkipsLockedRows},
+	{method: "Claim", name: "MarksAbandoned", fn: claimMarksAbandoned},
 	{method: "Claim", name: "ConcurrentClaimsAreDisjoint", fn: concurrentClaimsAreDisjoint},
 	{method: "ReadyQueues", fn: readyQueues},
 	{method: "DeleteHeld", fn: deleteHeld},

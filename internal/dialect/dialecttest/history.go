@@ -51,7 +51,7 @@ func failedErrors(t *testing.T, s *suite) {
 	q := s.queue(t)
 	s.push(t, q, 1)
 	c := s.releaseWithError(t, s.claimOne(t, q), "first")
-	f := dialect.Failure{UUID: q + "-uuid", Connection: "database", Queue: q, Payload: c.Payload, Exception: "last"}
+	f := dialect.Failure{UUID: q + "-uuid", Connection: "database", Queue: q, Payload: dialect.MarkFailed(c.Payload, c.ID, c.Token, c.Attempts), Exception: "last"}
 	if ok := must[bool](t, "fail")(s.Dialect.FailMove(s.ctx, s.DB, held(c), f)); !ok {
 		t.Fatal("fail of a held row reported it not held")
 	}
@@ -73,8 +73,11 @@ func failedErrors(t *testing.T, s *suite) {
 		return s.Dialect.RetryFromFailed(s.ctx, tx, rows)
 	})
 	back := s.claimOne(t, q)
-	if errs := must[[]dialect.AttemptError](t, "retried")(h.JobErrors(s.ctx, s.DB, back.ID)); len(errs) != 1 || errs[0].Error != "first" || !dialect.Marked(back.Token) {
-		t.Fatalf("a retried job's history: %+v (token %d), want the first attempt's error and a marked token", errs, back.Token)
+	// The retry keeps the attempt errors and adds the failure's own
+	// exception as the attempt that failed.
+	errs = must[[]dialect.AttemptError](t, "retried")(h.JobErrors(s.ctx, s.DB, back.ID))
+	if len(errs) != 2 || errs[0].Error != "first" || errs[0].Attempt != 1 || errs[1].Error != "last" || errs[1].Attempt != c.Attempts || !dialect.Marked(back.Token) {
+		t.Fatalf("a retried job's history: %+v (token %d), want the first attempt's error, then the failure's at attempt %d, and a marked token", errs, back.Token, c.Attempts)
 	}
 }
 

@@ -17,7 +17,8 @@ var limitsTests = []test{
 	{method: "Hit", name: "Concurrent", fn: concurrentHits},
 	{method: "Hits", fn: hits},
 	{method: "ClearHits", fn: clearHits},
-	{method: "DropHit", fn: dropHit},
+	{method: "HitBy", fn: hitBy},
+	{method: "EndRun", fn: endRun},
 	{method: "TakeLock", fn: takeLock},
 	{method: "ExtendLock", fn: extendLock},
 	{method: "ReleaseLock", fn: releaseLock},
@@ -41,11 +42,11 @@ func limitsAndLocks(t *testing.T, s *suite) {
 			t.Fatalf("hit %d: hits %d left %d, want %d and 1..60 seconds", want, hits, left, want)
 		}
 	}
-	if err := l.DropHit(s.ctx, s.DB, name, 2); err != nil {
+	if err := l.EndRun(s.ctx, s.DB, name, true, false, false); err != nil {
 		t.Fatal(err)
 	}
-	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 1 {
-		t.Fatalf("after a hit dropped under a limit of 2: %d hits, want 1", hits)
+	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 2 {
+		t.Fatalf("after a run's place was taken back: %d hits, want 2", hits)
 	}
 	s.exec(t, "UPDATE "+s.Dialect.Tables().JobsTable()+"_limits SET window_start = window_start - 61 WHERE name = ?", name)
 	if hits, left := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != 0 || left != 0 {
@@ -170,33 +171,61 @@ func clearHits(t *testing.T, s *suite) {
 	}
 }
 
-// DropHit makes the count min(hits, limit) - 1, and removes the row at 0.
-func dropHit(t *testing.T, s *suite) {
+// HitBy counts n hits at once, in the window Hit uses: an exception
+// counted after its window (ThrottleUnit) is one HitBy.
+func hitBy(t *testing.T, s *suite) {
 	l := s.limits(t)
 	name := s.queue(t)
-	for range 5 {
+	unit := dialect.ThrottleUnit
+	if hits, left := must2(t, "hit by")(l.HitBy(s.ctx, s.DB, name, 60, unit)); hits != unit || left < 1 || left > 60 {
+		t.Fatalf("HitBy(%d) counts %d, %d s left", unit, hits, left)
+	}
+	if hits, _ := must2(t, "hit")(l.Hit(s.ctx, s.DB, name, 60)); hits != unit+1 {
+		t.Fatalf("a Hit after HitBy(%d) counts %d", unit, hits)
+	}
+	if hits, _ := must2(t, "hit by")(l.HitBy(s.ctx, s.DB, name, 60, 3)); hits != unit+4 {
+		t.Fatalf("HitBy(3) counts %d, want %d", hits, unit+4)
+	}
+}
+
+// EndRun ends one run counted on a throttle row: three runs under way; one
+// ends in an exception, one succeeds (the exceptions forgotten, the third
+// run's place kept), the third ends without an exception, and the row
+// holding nothing goes. A place taken back with no run under way leaves
+// the exceptions alone.
+func endRun(t *testing.T, s *suite) {
+	l := s.limits(t)
+	name := s.queue(t)
+	for range 3 {
 		must2(t, "hit")(l.Hit(s.ctx, s.DB, name, 60))
 	}
-	if err := l.DropHit(s.ctx, s.DB, name, 3); err != nil {
-		t.Fatal(err)
-	}
-	if h, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); h != 2 {
-		t.Fatalf("5 hits under a limit of 3, one dropped: %d, want 2", h)
-	}
-	if err := l.DropHit(s.ctx, s.DB, name, 3); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.DropHit(s.ctx, s.DB, name, 3); err != nil {
-		t.Fatal(err)
+	const unit = dialect.ThrottleUnit
+	for _, step := range []struct {
+		place, exception, clear bool
+		want                    int64
+	}{
+		{true, true, false, 2 + unit},
+		{true, false, true, 1},
+		{true, false, false, 0},
+	} {
+		if err := l.EndRun(s.ctx, s.DB, name, step.place, step.exception, step.clear); err != nil {
+			t.Fatal(err)
+		}
+		if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != step.want {
+			t.Fatalf("after EndRun(place %v, exception %v, clear %v): %d hits, want %d", step.place, step.exception, step.clear, hits, step.want)
+		}
 	}
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().JobsTable()+"_limits WHERE name = ?", name); n != 0 {
-		t.Fatal("a window dropped to 0 hits kept its row")
+		t.Fatalf("a throttle row holding nothing was kept (%d rows)", n)
 	}
-	if err := l.DropHit(s.ctx, s.DB, name, 3); err != nil {
-		t.Fatalf("a drop with no window: %v", err)
+	if hits, _ := must2(t, "hit by")(l.HitBy(s.ctx, s.DB, name, 60, unit)); hits != unit {
+		t.Fatalf("HitBy(%d) counts %d", unit, hits)
 	}
-	if h, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); h != 0 {
-		t.Fatalf("a drop with no window left %d hits", h)
+	if err := l.EndRun(s.ctx, s.DB, name, true, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if hits, _ := must2(t, "hits")(l.Hits(s.ctx, s.DB, name, 60)); hits != unit {
+		t.Fatalf("a place taken back with no run under way: %d hits, want %d", hits, unit)
 	}
 }
 
