@@ -172,9 +172,9 @@ func PushArgsMany[T JobArgs](ctx context.Context, q *Queue, args []T, opts ...Jo
 }
 
 // PushArgsTx pushes typed jobs inside the caller's database/sql
-// transaction, as Queue.PushTx does: they exist only if it commits. For
-// per-push options, use JobFor with q.PushTx; for a pgx transaction,
-// dbqpgx.PushArgsTx.
+// transaction, as Queue.PushTx does: they exist only if it commits, and a
+// type's Unique takes its lock in tx. For per-push options, use JobFor
+// with q.PushTx; for a pgx transaction, dbqpgx.PushArgsTx.
 func PushArgsTx(ctx context.Context, q *Queue, tx *sql.Tx, args ...JobArgs) ([]int64, error) {
 	if q == nil {
 		return nil, errors.New("dbqueue: PushArgsTx: nil queue")

@@ -36,7 +36,9 @@ const (
 
 // Unique makes a push refuse a duplicate of a job that is already queued.
 // The database enforces it, so it holds across any number of processes:
-// the lock is written in the same transaction as the job.
+// the lock is written in the same transaction as the job. Give it to
+// PushUnique, or set it on any push's NewJob.Unique or on a typed job's
+// JobOptions.Unique.
 type Unique struct {
 	// Key names what must be unique. Empty: the job's Name and its Data
 	// as JSON (a struct encodes the same every time; raw JSON counts
