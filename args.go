@@ -59,6 +59,11 @@ type JobOptions struct {
 	// FailOnTimeout fails the job, instead of releasing it, when it times
 	// out. A level can turn it on, not off.
 	FailOnTimeout bool
+	// Unique makes every push of the type unique (see PushUnique): a
+	// duplicate is not queued. A push's Unique replaces the type's whole;
+	// to push one job of a unique type without a lock, clear the NewJob's
+	// Unique that JobFor returns and push that.
+	Unique *Unique
 }
 
 // merge returns o with the non-zero fields of over laid on top.
@@ -85,13 +90,16 @@ func (o JobOptions) merge(over JobOptions) JobOptions {
 		o.RetryUntil = over.RetryUntil
 	}
 	o.FailOnTimeout = o.FailOnTimeout || over.FailOnTimeout
+	if over.Unique != nil {
+		o.Unique = over.Unique
+	}
 	return o
 }
 
 // JobFor turns typed args into the NewJob they push: Name is args.Kind(),
 // Data is args (encoded as JSON), and the options are the type's
-// JobOptions, if it has them, overridden by opts in order. Use it to mix
-// typed jobs with others in PushMany or PushTx.
+// JobOptions, if it has them, overridden by opts in order, Unique
+// included. Use it to mix typed jobs with others in PushMany or PushTx.
 func JobFor(args JobArgs, opts ...JobOptions) NewJob {
 	if args == nil {
 		return NewJob{}
@@ -103,13 +111,18 @@ func JobFor(args JobArgs, opts ...JobOptions) NewJob {
 	for _, over := range opts {
 		o = o.merge(over)
 	}
-	return NewJob{
+	j := NewJob{
 		Name: args.Kind(), Data: args,
 		Queue: o.Queue, Delay: o.Delay, RunAt: o.RunAt,
 		MaxTries: o.MaxTries, MaxExceptions: o.MaxExceptions,
 		Backoff: o.Backoff, Timeout: o.Timeout,
 		RetryUntil: o.RetryUntil, FailOnTimeout: o.FailOnTimeout,
 	}
+	if o.Unique != nil {
+		u := *o.Unique // the job's own copy: a middleware may edit it
+		j.Unique = &u
+	}
+	return j
 }
 
 // jobsFor is JobFor over a list, refusing nil args and empty kinds with
@@ -130,7 +143,9 @@ func jobsFor[T JobArgs](fn string, args []T, opts []JobOptions) ([]NewJob, error
 }
 
 // PushArgs pushes one typed job: args.Kind() routes it, args is its data,
-// and opts override the type's JobOptions. It returns the job's id.
+// and opts override the type's JobOptions. It returns the job's id: when
+// the options make it unique and a live lock holds its key, the id of the
+// job holding it (PushArgsUnique says which it was).
 func PushArgs(ctx context.Context, q *Queue, args JobArgs, opts ...JobOptions) (int64, error) {
 	if q == nil {
 		return 0, errors.New("dbqueue: PushArgs: nil queue")
@@ -157,9 +172,9 @@ func PushArgsMany[T JobArgs](ctx context.Context, q *Queue, args []T, opts ...Jo
 }
 
 // PushArgsTx pushes typed jobs inside the caller's database/sql
-// transaction, as Queue.PushTx does: they exist only if it commits. For
-// per-push options, use JobFor with q.PushTx; for a pgx transaction,
-// dbqpgx.PushArgsTx.
+// transaction, as Queue.PushTx does: they exist only if it commits, and a
+// type's Unique takes its lock in tx. For per-push options, use JobFor
+// with q.PushTx; for a pgx transaction, dbqpgx.PushArgsTx.
 func PushArgsTx(ctx context.Context, q *Queue, tx *sql.Tx, args ...JobArgs) ([]int64, error) {
 	if q == nil {
 		return nil, errors.New("dbqueue: PushArgsTx: nil queue")
@@ -169,4 +184,48 @@ func PushArgsTx(ctx context.Context, q *Queue, tx *sql.Tx, args ...JobArgs) ([]i
 		return nil, err
 	}
 	return q.PushTx(ctx, tx, jobs...)
+}
+
+// PushArgsUnique pushes one typed job as PushUnique does and says whether
+// it was a duplicate. The lock is the options' Unique (the type's
+// JobOptions, overridden by opts), or, when neither sets one, a
+// Unique{}: unique by kind and args until the job finishes.
+func PushArgsUnique(ctx context.Context, q *Queue, args JobArgs, opts ...JobOptions) (id int64, duplicate bool, err error) {
+	if q == nil {
+		return 0, false, errors.New("dbqueue: PushArgsUnique: nil queue")
+	}
+	j, u, err := uniqueJobFor("PushArgsUnique", args, opts...)
+	if err != nil {
+		return 0, false, err
+	}
+	return q.PushUnique(ctx, j, u)
+}
+
+// PushArgsUniqueTx is PushArgsUnique inside the caller's database/sql
+// transaction, as PushUniqueTx: the job and its lock exist only if it
+// commits. For a pgx transaction, dbqpgx.PushArgsUniqueTx.
+func PushArgsUniqueTx(ctx context.Context, q *Queue, tx *sql.Tx, args JobArgs, opts ...JobOptions) (id int64, duplicate bool, err error) {
+	if q == nil {
+		return 0, false, errors.New("dbqueue: PushArgsUniqueTx: nil queue")
+	}
+	j, u, err := uniqueJobFor("PushArgsUniqueTx", args, opts...)
+	if err != nil {
+		return 0, false, err
+	}
+	return q.PushUniqueTx(ctx, tx, j, u)
+}
+
+// uniqueJobFor is JobFor for the unique typed pushes (PushArgsUnique and
+// its transactional forms): the job and the lock it is pushed under, the
+// options' Unique or a Unique{}. fn names the caller in its errors.
+func uniqueJobFor(fn string, args JobArgs, opts ...JobOptions) (NewJob, Unique, error) {
+	jobs, err := jobsFor(fn, []JobArgs{args}, opts)
+	if err != nil {
+		return NewJob{}, Unique{}, err
+	}
+	var u Unique
+	if jobs[0].Unique != nil {
+		u = *jobs[0].Unique
+	}
+	return jobs[0], u, nil
 }

@@ -232,3 +232,126 @@ func TestPushArgsInPgxTransaction(t *testing.T) {
 		t.Fatalf("want only the committed sendMail on mail, got %d", len(jobs))
 	}
 }
+
+// rebuildIndex is a typed job whose type makes every push unique: by
+// kind and args, until the job finishes, for at most an hour.
+type rebuildIndex struct {
+	Account int `json:"account"`
+}
+
+func (rebuildIndex) Kind() string { return "rebuild-index" }
+
+func (rebuildIndex) JobOptions() dbqueue.JobOptions {
+	return dbqueue.JobOptions{Queue: "index", Unique: &dbqueue.Unique{For: time.Hour}}
+}
+
+// A type's Unique applies to every typed push — plain, many, in a
+// database/sql transaction — and a push's Unique replaces it; JobFor
+// carries it, and clearing it pushes without a lock.
+func TestPushArgsTypeUnique(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		first, err := dbqueue.PushArgs(ctx, q, rebuildIndex{Account: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := dbqueue.PushArgs(ctx, q, rebuildIndex{Account: 1})
+		if err != nil || again != first {
+			t.Fatalf("PushArgs of a queued unique job: %d, %v; want the queued job %d", again, err, first)
+		}
+		id, dup, err := dbqueue.PushArgsUnique(ctx, q, rebuildIndex{Account: 1})
+		if err != nil || !dup || id != first {
+			t.Fatalf("PushArgsUnique: %d, duplicate %v, %v; want a duplicate of %d", id, dup, err, first)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM dbqueue_unique WHERE job_id = ? AND expires_at BETWEEN "+db.Now()+" + 3590 AND "+db.Now()+" + 3600", first); n != 1 {
+			t.Fatalf("job %d's lock does not end within the type's hour", first)
+		}
+
+		// The key comes from the args: another account is another job.
+		ids, err := dbqueue.PushArgsMany(ctx, q, []rebuildIndex{{Account: 1}, {Account: 2}, {Account: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[0] != first || ids[1] == first || ids[2] != ids[1] {
+			t.Fatalf("PushArgsMany ids %v: want [%d, new, the same new]", ids, first)
+		}
+
+		// A push's Unique replaces the type's: per queue, so on another
+		// queue it is a new job.
+		other, dup, err := dbqueue.PushArgsUnique(ctx, q, rebuildIndex{Account: 1},
+			dbqueue.JobOptions{Queue: "index-eu", Unique: &dbqueue.Unique{PerQueue: true}})
+		if err != nil || dup || other == first {
+			t.Fatalf("PushArgsUnique with a push's Unique: %d, duplicate %v, %v; want a new job", other, dup, err)
+		}
+
+		// In a database/sql transaction: PushArgsTx applies the type's
+		// Unique; PushArgsUniqueTx reports the duplicate; a rollback
+		// takes a new lock away.
+		tx, err := db.SQL.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txIDs, err := dbqueue.PushArgsTx(ctx, q, tx, rebuildIndex{Account: 1}, rebuildIndex{Account: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if txIDs[0] != first || txIDs[1] == first {
+			t.Fatalf("PushArgsTx ids %v: want [%d, new]", txIDs, first)
+		}
+		if id, dup, err := dbqueue.PushArgsUniqueTx(ctx, q, tx, rebuildIndex{Account: 3}); err != nil || !dup || id != txIDs[1] {
+			t.Fatalf("PushArgsUniqueTx in the same transaction: %d, duplicate %v, %v; want a duplicate of %d", id, dup, err, txIDs[1])
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup, err := dbqueue.PushArgsUnique(ctx, q, rebuildIndex{Account: 3}); err != nil || dup {
+			t.Fatalf("after the rollback: duplicate %v, %v; want a new job", dup, err)
+		}
+
+		// JobFor carries the type's Unique into a NewJob; cleared, the
+		// job is pushed without a lock.
+		j := dbqueue.JobFor(rebuildIndex{Account: 1})
+		if j.Unique == nil || j.Unique.For != time.Hour {
+			t.Fatalf("JobFor's Unique %+v, want the type's", j.Unique)
+		}
+		j.Unique = nil
+		forced, err := q.Push(ctx, j)
+		if err != nil || forced == first {
+			t.Fatalf("Push without the lock: %d, %v; want a new job", forced, err)
+		}
+		if n := db.Count(t, "SELECT COUNT(*) FROM jobs WHERE queue = 'index'"); n != 4 {
+			t.Fatalf("%d jobs on index, want 4 (accounts 1, 2, 3 and the forced 1)", n)
+		}
+	})
+}
+
+// The type's Unique applies in a pgx transaction too.
+func TestPushArgsTypeUniqueInPgxTransaction(t *testing.T) {
+	pool, q := pgxQueue(t)
+	first, err := dbqueue.PushArgs(ctx, q, rebuildIndex{Account: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	ids, err := dbqpgx.PushArgsTx(ctx, q, tx, rebuildIndex{Account: 1}, rebuildIndex{Account: 2})
+	if err != nil || ids[0] != first || ids[1] == first {
+		t.Fatalf("dbqpgx.PushArgsTx: %v, %v; want [%d, new]", ids, err, first)
+	}
+	id, dup, err := dbqpgx.PushArgsUniqueTx(ctx, q, tx, rebuildIndex{Account: 2})
+	if err != nil || !dup || id != ids[1] {
+		t.Fatalf("dbqpgx.PushArgsUniqueTx: %d, duplicate %v, %v; want a duplicate of %d", id, dup, err, ids[1])
+	}
+	if _, _, err := dbqpgx.PushArgsUniqueTx(ctx, q, tx, nil); err == nil || !strings.Contains(err.Error(), "dbqpgx.PushArgsUniqueTx: args[0] is nil") {
+		t.Fatalf("nil args: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := reserve(t, q, 10, "index"); len(got) != 2 {
+		t.Fatalf("%d jobs on index, want 2 (accounts 1 and 2)", len(got))
+	}
+}

@@ -104,6 +104,9 @@ func (q *Queue) Batch(ctx context.Context, opts BatchOptions, jobs ...NewJob) (*
 	case len(opts.Name) > maxBatchName:
 		return nil, fmt.Errorf("dbqueue: Batch: name of %d bytes is longer than the %d job_batches.name holds", len(opts.Name), maxBatchName)
 	}
+	if err := refuseUnique("Batch", "a batch takes no unique locks; push unique jobs on their own", jobs); err != nil {
+		return nil, err
+	}
 	id := newUUID()
 	rows := make([]dialect.PushRow, len(jobs))
 	for i, j := range jobs {
@@ -222,6 +225,9 @@ type ChainLink struct {
 func (q *Queue) PushChain(ctx context.Context, jobs ...NewJob) (int64, error) {
 	if len(jobs) == 0 {
 		return 0, errors.New("dbqueue: PushChain: no jobs: a chain needs at least one")
+	}
+	if err := refuseUnique("PushChain", "a chain takes no unique locks; push unique jobs on their own", jobs); err != nil {
+		return 0, err
 	}
 	links := make([]ChainLink, 0, len(jobs)-1)
 	for _, j := range jobs[1:] {

@@ -86,7 +86,9 @@
 //     for typed jobs (JobArgs) PushArgs, PushArgsMany and PushArgsTx; the
 //     lower-level Reserve, Delete, Release and Fail a worker is built on;
 //     Size and Clear; Pause, Resume, Paused and Restart, the signals
-//     workers obey; PushUnique for jobs queued once per key; Job, Jobs,
+//     workers obey; PushUnique, PushUniqueTx and PushArgsUnique for jobs
+//     queued once per key (or NewJob.Unique on any push, JobOptions.Unique
+//     on a typed job's type); Job, Jobs,
 //     SearchJobs, Cancel and RunNow to find and steer waiting jobs, with
 //     the errors of a job's earlier attempts (JobInfo.Errors, kept by
 //     ReleaseAfterError) and WithRedactor to hide payload fields from

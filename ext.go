@@ -65,7 +65,24 @@ func (e ext) WithKey(raw []byte, key string, value any) ([]byte, error) {
 
 // PushIn pushes jobs inside a caller's transaction (dbqpgx.PushTx).
 func (e ext) PushIn(ctx context.Context, tx sqldb.Execer, jobs []NewJob) ([]int64, error) {
-	return e.q.pushIn(ctx, tx, jobs)
+	ids, _, err := e.q.push(ctx, tx, jobs)
+	return ids, err
+}
+
+// PushUniqueIn is PushUnique inside a caller's transaction
+// (dbqpgx.PushUniqueTx).
+func (e ext) PushUniqueIn(ctx context.Context, tx sqldb.Execer, job NewJob, u Unique) (int64, bool, error) {
+	return e.q.pushUnique(ctx, tx, job, u)
+}
+
+// PushArgsUniqueIn is PushArgsUnique inside a caller's transaction
+// (dbqpgx.PushArgsUniqueTx); fn names the caller in its errors.
+func (e ext) PushArgsUniqueIn(ctx context.Context, fn string, tx sqldb.Execer, args JobArgs, opts []JobOptions) (int64, bool, error) {
+	j, u, err := uniqueJobFor(fn, args, opts...)
+	if err != nil {
+		return 0, false, err
+	}
+	return e.q.pushUnique(ctx, tx, j, u)
 }
 
 // Signals reads the restart signal and which of queues are paused.

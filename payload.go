@@ -350,6 +350,13 @@ type NewJob struct {
 	// Headers are written to the payload's "headers" object (see
 	// Payload.Headers). Laravel's workers ignore them.
 	Headers map[string]string
+	// Unique, when set, makes Push, PushMany, PushTx and dbqpgx.PushTx
+	// push the job as PushUnique does: not queued while a live lock holds
+	// its key, the id returned then being the holder's. PushUnique and
+	// PushUniqueTx also say whether it was a duplicate. A typed job's
+	// type can set it for every push (JobOptions.Unique). Chains, batches
+	// and periodic schedules refuse it.
+	Unique *Unique
 }
 
 // SetHeader sets one header on a copy of the job's headers, so a push

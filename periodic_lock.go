@@ -35,6 +35,9 @@ func (errTickTaken) Error() string { return "periodic tick already pushed" }
 // pushed is false when the tick was taken. Package periodic uses it.
 func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec string, tick, next, keep int64) (id int64, pushed bool, err error) {
 	q := e.q
+	if err := refuseUnique("periodic schedule "+strconv.Quote(schedule), "each tick is pushed once already; leave Unique nil", []NewJob{job}); err != nil {
+		return 0, false, err
+	}
 	rows, err := q.rows([]NewJob{job})
 	if err != nil {
 		return 0, false, err

@@ -65,19 +65,88 @@ func (q *Queue) Push(ctx context.Context, job NewJob) (int64, error) {
 // their ids in order: all are pushed or none. There is no COPY path: on
 // PostgreSQL the array INSERT writes 10,000 to 1,000,000 jobs faster than
 // COPY did (BenchmarkPushMany; docs/performance.md).
+//
+// A job with Unique set is pushed as PushUnique pushes it, in the same
+// transaction: when a live lock holds its key it is not queued, and its id
+// is that of the job holding the key (PushUnique says which it was).
 func (q *Queue) PushMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
-	if len(q.pushMiddleware) > 0 && len(jobs) > 0 {
-		return q.throughMiddleware(ctx, jobs, q.pushMany)
-	}
-	return q.pushMany(ctx, jobs)
+	ids, _, err := q.push(ctx, nil, jobs)
+	return ids, err
 }
 
-func (q *Queue) pushMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
+// push writes jobs through the queue's push middleware, inside ex (a
+// caller's transaction) or, when ex is nil, in a transaction of its own,
+// retried on conflicts. dup, when not nil, tells for each id whether its
+// job was a unique job's duplicate, as the innermost push reported it.
+func (q *Queue) push(ctx context.Context, ex sqldb.Execer, jobs []NewJob) (ids []int64, dup []bool, err error) {
+	if len(q.pushMiddleware) == 0 || len(jobs) == 0 {
+		return q.write(ctx, ex, jobs)
+	}
+	ids, err = q.throughMiddleware(ctx, jobs, func(ctx context.Context, jobs []NewJob) ([]int64, error) {
+		var ids []int64
+		var err error
+		ids, dup, err = q.write(ctx, ex, jobs)
+		return ids, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(dup) != len(ids) {
+		dup = nil // a middleware pushed other jobs than it was given
+	}
+	return ids, dup, nil
+}
+
+// write is push after the middleware.
+func (q *Queue) write(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]int64, []bool, error) {
 	rows, err := q.rows(jobs)
 	if err != nil || len(rows) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
-	return q.pushRows(ctx, rows)
+	locks, err := uniqueLocks(jobs, rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	if locks == nil && ex == nil {
+		ids, err := q.pushRows(ctx, rows)
+		return ids, nil, err
+	}
+	notify := q.wake.shouldNotify(rows)
+	switch {
+	case locks == nil:
+		ids, err := q.sql.Insert(ctx, ex, rows, notify)
+		if err != nil {
+			return nil, nil, sqldb.Wrap("push", err)
+		}
+		return ids, nil, nil
+	case ex != nil:
+		ids, dup, err := q.insertLocked(ctx, ex, rows, locks, notify)
+		if err != nil {
+			return nil, nil, sqldb.Wrap("push unique", err)
+		}
+		return ids, dup, nil
+	}
+	var (
+		ids []int64
+		dup []bool
+	)
+	err = sqldb.Retry(ctx, func() error {
+		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) (err error) {
+			ids, dup, err = q.insertLocked(ctx, tx, rows, locks, notify)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, nil, sqldb.Wrap("push unique", err)
+	}
+	pushed := make([]dialect.PushRow, 0, len(rows))
+	for i, r := range rows {
+		if !dup[i] {
+			pushed = append(pushed, r)
+		}
+	}
+	q.wake.pushed(pushed)
+	return ids, dup, nil
 }
 
 // pushRows is PushMany after the rows are built.
@@ -104,32 +173,13 @@ func (q *Queue) pushRows(ctx context.Context, rows []dialect.PushRow) ([]int64, 
 
 // PushTx adds jobs inside the caller's database/sql transaction: they exist
 // only if that transaction commits. Conflicts are not retried here (the
-// transaction is the caller's); the error reaches the caller. For a pgx
+// transaction is the caller's); the error reaches the caller. Jobs with
+// Unique take their locks in tx, as PushUniqueTx does. For a pgx
 // transaction use dbqpgx.PushTx.
 func (q *Queue) PushTx(ctx context.Context, tx *sql.Tx, jobs ...NewJob) ([]int64, error) {
 	if tx == nil {
 		return nil, errors.New("dbqueue: PushTx: nil *sql.Tx")
 	}
-	return q.pushIn(ctx, sqldb.SQLTx(tx), jobs)
-}
-
-func (q *Queue) pushIn(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]int64, error) {
-	if len(q.pushMiddleware) > 0 && len(jobs) > 0 {
-		return q.throughMiddleware(ctx, jobs, func(ctx context.Context, jobs []NewJob) ([]int64, error) {
-			return q.insertIn(ctx, ex, jobs)
-		})
-	}
-	return q.insertIn(ctx, ex, jobs)
-}
-
-func (q *Queue) insertIn(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]int64, error) {
-	rows, err := q.rows(jobs)
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	ids, err := q.sql.Insert(ctx, ex, rows, q.wake.shouldNotify(rows))
-	if err != nil {
-		return nil, sqldb.Wrap("push", err)
-	}
-	return ids, nil
+	ids, _, err := q.push(ctx, sqldb.SQLTx(tx), jobs)
+	return ids, err
 }

@@ -12,7 +12,7 @@ import (
 type PushFunc func(ctx context.Context, jobs []NewJob) ([]int64, error)
 
 // PushMiddleware runs around every push of a queue — Push, PushMany,
-// PushTx and dbqpgx.PushTx alike — so that what every job should carry is
+// PushTx, dbqpgx.PushTx and the PushUnique forms alike — so that what every job should carry is
 // added in one place rather than at each call site: a trace id or tenant
 // in the headers (NewJob.SetHeader), a default queue per job name, a log
 // line or a metric with the ids that came back. It may change the jobs

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
@@ -35,7 +37,9 @@ const (
 
 // Unique makes a push refuse a duplicate of a job that is already queued.
 // The database enforces it, so it holds across any number of processes:
-// the lock is written in the same transaction as the job.
+// the lock is written in the same transaction as the job. Give it to
+// PushUnique, or set it on any push's NewJob.Unique or on a typed job's
+// JobOptions.Unique.
 type Unique struct {
 	// Key names what must be unique. Empty: the job's Name and its Data
 	// as JSON (a struct encodes the same every time; raw JSON counts
@@ -86,8 +90,8 @@ func lockKey(parts ...string) string {
 // and returns the id of the job pushed or, with duplicate true, of the job
 // that holds the key. Concurrent pushes of one key, from any number of
 // processes, queue exactly one job; the others all get its id. The lock
-// and the job are written in one transaction. Pushes without uniqueness
-// (Push, PushMany) never read or write the lock table.
+// and the job are written in one transaction. u replaces job.Unique. Pushes
+// of jobs without Unique never read or write the lock table.
 //
 // A lock ends when u.For runs out and as u.Until says; an ended lock is
 // taken over by the next push. Locks are kept in a table of their own
@@ -98,76 +102,146 @@ func lockKey(parts ...string) string {
 // (package failed) takes the lock again for the retried job, for a new
 // u.For, unless another job of the key took it while this one was failed:
 // then the lock stays with that job, and the retried job runs without it.
+//
+// The push goes through the queue's push middleware like any other;
+// duplicate is what the innermost push reported for the job (false when a
+// middleware pushed other jobs in its place).
 func (q *Queue) PushUnique(ctx context.Context, job NewJob, u Unique) (id int64, duplicate bool, err error) {
-	rows, lock, err := q.uniqueRows(job, u)
-	if err != nil {
-		return 0, false, err
-	}
-	notify := q.wake.shouldNotify(rows)
-	err = sqldb.Retry(ctx, func() error {
-		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) (err error) {
-			id, duplicate, err = q.pushLocked(ctx, tx, rows[0], lock, notify)
-			return err
-		})
-	})
-	if err != nil {
-		return 0, false, sqldb.Wrap("push unique", err)
-	}
-	return id, duplicate, nil
+	return q.pushUnique(ctx, nil, job, u)
 }
 
 // PushUniqueTx is PushUnique inside the caller's database/sql
-// transaction: the job and its lock exist only if it commits. A concurrent
-// push of the same key waits for that commit. Conflicts are not retried
-// here; the error reaches the caller, whose transaction it is.
+// transaction: the job and its lock exist only if it commits, and a
+// rollback takes both away. A concurrent push of the same key waits for
+// that commit or rollback, then finds the job or takes the lock. Conflicts
+// are not retried here; the error reaches the caller, whose transaction it
+// is. For a pgx transaction, use dbqpgx.PushUniqueTx.
 func (q *Queue) PushUniqueTx(ctx context.Context, tx *sql.Tx, job NewJob, u Unique) (id int64, duplicate bool, err error) {
 	if tx == nil {
 		return 0, false, errors.New("dbqueue: PushUniqueTx: nil *sql.Tx")
 	}
-	rows, lock, err := q.uniqueRows(job, u)
+	return q.pushUnique(ctx, sqldb.SQLTx(tx), job, u)
+}
+
+// pushUnique is PushUnique in ex, or in a transaction of its own when ex
+// is nil.
+func (q *Queue) pushUnique(ctx context.Context, ex sqldb.Execer, job NewJob, u Unique) (int64, bool, error) {
+	job.Unique = &u
+	ids, dup, err := q.push(ctx, ex, []NewJob{job})
 	if err != nil {
 		return 0, false, err
 	}
-	id, duplicate, err = q.pushLocked(ctx, sqldb.SQLTx(tx), rows[0], lock, q.wake.shouldNotify(rows))
-	if err != nil {
-		return 0, false, sqldb.Wrap("push unique", err)
-	}
-	return id, duplicate, nil
+	return ids[0], len(dup) == 1 && dup[0], nil
 }
 
-func (q *Queue) uniqueRows(job NewJob, u Unique) ([]dialect.PushRow, dialect.UniqueLock, error) {
-	rows, err := q.rows([]NewJob{job})
-	if err != nil {
-		return nil, dialect.UniqueLock{}, err
-	}
-	var data []byte
-	if u.Key == "" {
-		if data, err = encodeData(job.Data); err != nil {
-			return nil, dialect.UniqueLock{}, err // q.rows reported it already
+// refuseUnique fails a push that cannot take unique locks (a chain, a
+// batch, a periodic tick) when one of its jobs asks for one, rather than
+// queue it without the lock it asked for.
+func refuseUnique(fn, instead string, jobs []NewJob) error {
+	for i, j := range jobs {
+		if j.Unique != nil {
+			return fmt.Errorf("dbqueue: %s: job %d (%q) sets Unique: %s", fn, i, j.Name, instead)
 		}
 	}
-	lock, err := u.lock(job.Name, data, rows[0].Queue)
-	if err != nil {
-		return nil, dialect.UniqueLock{}, err
-	}
-	if lock.Mode == dialect.UntilFinished {
-		rows[0].Payload = dialect.MarkRetryLock(rows[0].Payload, lock)
-	}
-	return rows, lock, nil
+	return nil
 }
 
-// pushLocked takes lock and inserts row inside ex, one transaction.
-func (q *Queue) pushLocked(ctx context.Context, ex sqldb.Execer, row dialect.PushRow, lock dialect.UniqueLock, notify bool) (int64, bool, error) {
+// uniqueLocks builds the lock of each job that has a Unique, at its index,
+// and marks the payloads of UntilFinished jobs for a retry from
+// failed_jobs (MarkRetryLock). It returns nil when no job is unique.
+func uniqueLocks(jobs []NewJob, rows []dialect.PushRow) ([]*dialect.UniqueLock, error) {
+	var locks []*dialect.UniqueLock
+	for i, j := range jobs {
+		if j.Unique == nil {
+			continue
+		}
+		if locks == nil {
+			locks = make([]*dialect.UniqueLock, len(jobs))
+		}
+		var data []byte
+		if j.Unique.Key == "" {
+			var err error
+			if data, err = encodeData(j.Data); err != nil {
+				return nil, err // q.rows reported it already
+			}
+		}
+		l, err := j.Unique.lock(j.Name, data, rows[i].Queue)
+		if err != nil {
+			return nil, err
+		}
+		if l.Mode == dialect.UntilFinished {
+			rows[i].Payload = dialect.MarkRetryLock(rows[i].Payload, l)
+		}
+		locks[i] = &l
+	}
+	return locks, nil
+}
+
+// insertLocked takes locks[i] for rows[i] where it is set and inserts the
+// rows whose lock was free (and those without one), inside ex, one
+// transaction. It returns the ids in order, a duplicate's being the id of
+// the job that holds its key, and which rows were duplicates.
+//
+// Locks are taken in key order, so two pushes that share keys wait for
+// each other instead of deadlocking; a key given twice in one push is
+// taken by its first row, and the later rows are its duplicates. Every
+// lock is taken before the insert, as a single unique push always did.
+func (q *Queue) insertLocked(ctx context.Context, ex sqldb.Execer, rows []dialect.PushRow, locks []*dialect.UniqueLock, notify bool) ([]int64, []bool, error) {
 	u := q.sql.(dialect.Uniquer)
-	holder, ok, err := u.AcquireUnique(ctx, ex, lock)
-	if err != nil || !ok {
-		return holder, err == nil, err
+	ids, dup := make([]int64, len(rows)), make([]bool, len(rows))
+	order := make([]int, 0, len(rows))
+	for i, l := range locks {
+		if l != nil {
+			order = append(order, i)
+		}
 	}
-	ids, err := q.sql.Insert(ctx, ex, []dialect.PushRow{row}, notify)
-	if err != nil {
-		return 0, false, err
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(locks[a].Key, locks[b].Key) })
+	sameAs := map[int]int{} // a repeated key's row → the row that took it
+	taker := -1
+	for n, i := range order {
+		if n > 0 && locks[order[n-1]].Key == locks[i].Key {
+			dup[i], sameAs[i] = true, taker
+			continue
+		}
+		taker = i
+		holder, ok, err := u.AcquireUnique(ctx, ex, *locks[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			ids[i], dup[i] = holder, true
+		}
 	}
-	return ids[0], false, u.SetUniqueJob(ctx, ex, lock.Key, ids[0])
+	insert := make([]dialect.PushRow, 0, len(rows))
+	for i, r := range rows {
+		if !dup[i] {
+			insert = append(insert, r)
+		}
+	}
+	if len(insert) > 0 {
+		got, err := q.sql.Insert(ctx, ex, insert, notify)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := 0
+		for i := range rows {
+			if !dup[i] {
+				ids[i] = got[n]
+				n++
+			}
+		}
+	}
+	for i, l := range locks {
+		if l != nil && !dup[i] {
+			if err := u.SetUniqueJob(ctx, ex, l.Key, ids[i]); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for i, first := range sameAs {
+		ids[i] = ids[first]
+	}
+	return ids, dup, nil
 }
 
 // pruneBatch bounds the locks one PruneUnique transaction deletes.

@@ -130,23 +130,60 @@ func (d *Driver) Conn() sqldb.Conn { return d.conn }
 
 // PushTx adds jobs to q inside the caller's pgx transaction: they exist
 // only if it commits, and listeners wake when it does. A pgx.Tx is checked
-// at compile time; for a *sql.Tx use q.PushTx.
+// at compile time; for a *sql.Tx use q.PushTx. Jobs with Unique take
+// their locks in tx, as PushUniqueTx does.
 func PushTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, jobs ...dbqueue.NewJob) ([]int64, error) {
-	if tx == nil {
-		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx: nil pgx.Tx")
+	p, stx, err := pusherFor("PushTx", q, tx)
+	if err != nil {
+		return nil, err
 	}
-	if q == nil {
-		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx: nil queue")
+	return p.PushIn(ctx, stx, jobs)
+}
+
+// PushUniqueTx is dbqueue.Queue.PushUnique inside the caller's pgx
+// transaction: the job and its lock exist only if tx commits, and a
+// rollback takes both away. A concurrent push of the same key, in any
+// transaction or none, waits for tx to end, then finds the job or takes
+// the lock. It returns the id of the job pushed or, with duplicate true,
+// of the job holding the key. For a *sql.Tx use q.PushUniqueTx.
+func PushUniqueTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, job dbqueue.NewJob, u dbqueue.Unique) (id int64, duplicate bool, err error) {
+	p, stx, err := pusherFor("PushUniqueTx", q, tx)
+	if err != nil {
+		return 0, false, err
 	}
-	if q.Dialect() != dbqueue.Postgres {
-		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx on a %s queue: a pgx transaction is a PostgreSQL one", q.Dialect())
+	return p.PushUniqueIn(ctx, stx, job, u)
+}
+
+// PushArgsUniqueTx is dbqueue.PushArgsUnique inside the caller's pgx
+// transaction: a typed job pushed under its options' Unique (the type's
+// JobOptions overridden by opts), or unique by kind and args when they set
+// none.
+func PushArgsUniqueTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args dbqueue.JobArgs, opts ...dbqueue.JobOptions) (id int64, duplicate bool, err error) {
+	p, stx, err := pusherFor("PushArgsUniqueTx", q, tx)
+	if err != nil {
+		return 0, false, err
 	}
-	return core.Of(q).Ext.(txPusher).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
+	return p.PushArgsUniqueIn(ctx, "dbqpgx.PushArgsUniqueTx", stx, args, opts)
+}
+
+// pusherFor checks the arguments every push in a pgx transaction shares
+// and returns the queue's pusher and tx adapted.
+func pusherFor(op string, q *dbqueue.Queue, tx pgx.Tx) (txPusher, sqldb.Execer, error) {
+	switch {
+	case tx == nil:
+		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s: nil pgx.Tx", op)
+	case q == nil:
+		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s: nil queue", op)
+	case q.Dialect() != dbqueue.Postgres:
+		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s on a %s queue: a pgx transaction is a PostgreSQL one", op, q.Dialect())
+	}
+	return core.Of(q).Ext.(txPusher), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
 }
 
 // PushArgsTx is PushTx for typed jobs (see dbqueue.JobArgs): each args
 // becomes dbqueue.JobFor(args), its kind routing it and its type's
-// JobOptions applied. For per-push options, use dbqueue.JobFor with PushTx.
+// JobOptions applied, a Unique among them. For per-push options, use
+// dbqueue.JobFor with PushTx.
 func PushArgsTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args ...dbqueue.JobArgs) ([]int64, error) {
 	jobs := make([]dbqueue.NewJob, len(args))
 	for i, a := range args {
@@ -165,6 +202,8 @@ func PushArgsTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args ...dbqueu
 // inside a caller's transaction.
 type txPusher interface {
 	PushIn(ctx context.Context, tx sqldb.Execer, jobs []dbqueue.NewJob) ([]int64, error)
+	PushUniqueIn(ctx context.Context, tx sqldb.Execer, job dbqueue.NewJob, u dbqueue.Unique) (int64, bool, error)
+	PushArgsUniqueIn(ctx context.Context, fn string, tx sqldb.Execer, args dbqueue.JobArgs, opts []dbqueue.JobOptions) (int64, bool, error)
 }
 
 // OpenDB returns a database/sql pool over pool, for the migrations:
