@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"strings"
@@ -39,6 +40,11 @@ const (
 	// Missing errors say a table or column is missing: the cure is to
 	// migrate.
 	Missing
+	// Closed errors say the handle itself is closed: the application
+	// closed the pool or the queue (a pgx pool's "closed pool",
+	// database/sql's "sql: database is closed" and sql.ErrConnDone). No
+	// retry can succeed, so work stops at once instead of backing off.
+	Closed
 )
 
 var classifiers struct {
@@ -82,6 +88,9 @@ func Classify(err error) Class {
 		}
 		return Other
 	}
+	if errors.Is(err, sql.ErrConnDone) {
+		return Closed
+	}
 	// database/sql returns driver.ErrBadConn once its own retries on fresh
 	// connections are spent; a driver reports it only before the
 	// statement was sent (pgx's stdlib, when pgconn.SafeToRetry).
@@ -101,12 +110,18 @@ func Classify(err error) Class {
 		return Retryable
 	case strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column"):
 		return Missing
+	case strings.Contains(msg, "sql: database is closed"): // database/sql's unexported errDBClosed
+		return Closed
 	}
 	return Other
 }
 
 // IsRetryable reports whether err is a transient conflict.
 func IsRetryable(err error) bool { return Classify(err) == Retryable }
+
+// IsClosed reports whether err says the pool or connection it came from
+// is closed, so retrying it cannot succeed.
+func IsClosed(err error) bool { return Classify(err) == Closed }
 
 // MissingTable reports whether err says a table, or a column a migration
 // adds, does not exist: either way the cure is to migrate.
