@@ -177,8 +177,11 @@ func (r *run) isClosed() bool {
 // Reserved jobs that never started are given back too.
 //
 // It returns nil on an orderly stop (including ctx ending), ErrWedged, or
-// an error that working cannot get past (the tables are missing).
-// Database trouble is logged and retried with backoff, never returned.
+// an error that working cannot get past (the tables are missing, the
+// queue was closed). Database trouble is logged and retried with backoff,
+// never returned, except as the worker stops: outcomes not written by the
+// end of the grace period (and one more try, cut after lastWrite) are
+// given up, and Run returns an *UnwrittenError naming their jobs.
 func (w *Worker) Run(ctx context.Context) (err error) {
 	if len(w.handlerMap()) == 0 {
 		return errors.New("worker: no handlers registered: call Handle or HandleJSON before Run")
