@@ -362,3 +362,21 @@ func TestClosedQueueStopsRun(t *testing.T) {
 		}
 	})
 }
+
+// Run on a queue already closed returns at once with the error, instead
+// of retrying the first reading of the signals forever.
+func TestRunOnClosedQueueReturns(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q, err := dbqueue.Open(bg, db.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, logs := newWorker(t, q, worker.Options{MetricsInterval: -1})
+		w.Handle("n", func(context.Context, *dbqueue.Job) error { return nil })
+		q.Close()
+		if err := runReturns(t, bg, w, 10*time.Second); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("Run on a closed queue returned %v, want the closed pool's error; log:\n%s", err, logs)
+		}
+	})
+}

@@ -301,7 +301,7 @@ func (r *run) firstSignals(ctx context.Context) (signals, error) {
 			r.paused.Store(&sig.paused)
 			return sig, nil
 		}
-		if sqldb.MissingTable(err) || ctx.Err() != nil {
+		if sqldb.MissingTable(err) || sqldb.IsClosed(err) || ctx.Err() != nil {
 			return signals{}, err
 		}
 		r.w.log.Warn("database unreachable; retrying", "in", wait, "error", err)
