@@ -19,27 +19,43 @@ type outage struct {
 	// what the worker does while the outage lasts.
 	stopped, resumed, doing string
 
-	down  atomic.Bool // an outage is under way: ok has work to do
+	down  atomic.Bool // failures since the last success: ok has work to do
 	mu    sync.Mutex
-	since time.Time // the first failure of the outage under way; zero when none
+	since time.Time // the first failure since the last success
+	told  bool      // the outage's start was logged
 }
 
-// failed reports a failure: the first of an outage at Warn, the others at
-// Debug.
-func (o *outage) failed(err error) {
+// outageAfter is how long failures retried inside one statement
+// (sqldb.Retry: a deadlock, a refused connection) must last before they
+// are told as an outage: a conflict retried within milliseconds is not one.
+const outageAfter = time.Second
+
+// failed reports work that failed: the first failure of an outage is told
+// at Warn, the others at Debug.
+func (o *outage) failed(err error) { o.note(err, true) }
+
+// retried reports a failure about to be retried inside a statement
+// (sqldb.RetryHooks): told once such failures have lasted outageAfter.
+func (o *outage) retried(err error) { o.note(err, false) }
+
+func (o *outage) note(err error, tell bool) {
+	now := time.Now()
 	o.mu.Lock()
-	first := o.since.IsZero()
-	if first {
-		o.since = time.Now()
+	if o.since.IsZero() {
+		o.since = now
 		o.down.Store(true)
 	}
 	since := o.since
+	tell = !o.told && (tell || now.Sub(since) >= outageAfter)
+	if tell {
+		o.told = true
+	}
 	o.mu.Unlock()
-	if first {
+	if tell {
 		o.log.Warn(o.stopped, "error", err, "meanwhile", o.doing)
 		return
 	}
-	o.log.Debug(o.stopped+": still failing", "error", err, "for", time.Since(since).Round(time.Millisecond))
+	o.log.Debug(o.stopped+": still failing", "error", err, "for", now.Sub(since).Round(time.Millisecond))
 }
 
 // ok reports a success: it ends the outage under way, if any, with a
@@ -49,11 +65,11 @@ func (o *outage) ok() {
 		return
 	}
 	o.mu.Lock()
-	since := o.since
-	o.since = time.Time{}
+	since, told := o.since, o.told
+	o.since, o.told = time.Time{}, false
 	o.down.Store(false)
 	o.mu.Unlock()
-	if !since.IsZero() {
+	if told {
 		o.log.Info(o.resumed, "after", time.Since(since).Round(time.Millisecond))
 	}
 }

@@ -466,7 +466,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 	// A claim retries a refused connection inside (sqldb.Retry) for up to
 	// 30s before its error comes back: the hooks tell the outage at its
 	// first failure.
-	claimCtx := sqldb.WithRetryHooks(ctx, &sqldb.RetryHooks{Failed: r.claiming.failed, Stop: r.halt})
+	claimCtx := sqldb.WithRetryHooks(ctx, &sqldb.RetryHooks{Failed: r.claiming.retried, Stop: r.halt})
 	for {
 		if reason := r.stopReason(ctx); reason != "" {
 			if reason == StopWedged {
