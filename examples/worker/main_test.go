@@ -37,10 +37,11 @@ func TestWorkerExampleRunsAndStops(t *testing.T) {
 func TestWorkerExampleLogsMigrationsToItsLogger(t *testing.T) {
 	db := dbtest.Empty(t, dbqueue.Postgres)
 	var logs syncBuffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := run(ctx, db.DSN, 0, log); err != nil {
+	// Stopped once its one job ran: the migrations are long done.
+	log := slog.New(stopOn{Handler: slog.NewTextHandler(&logs, nil), msg: "welcome mail sent", stop: cancel})
+	if err := run(ctx, db.DSN, 1, log); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logs.String(), "dbqueue migrations: set autovacuum") {
@@ -64,4 +65,23 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// stopOn is a slog handler that calls stop when a record's message is msg.
+type stopOn struct {
+	slog.Handler
+	msg  string
+	stop func()
+}
+
+func (h stopOn) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.stop()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h stopOn) WithAttrs(attrs []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(attrs)
+	return h
 }
