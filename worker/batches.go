@@ -72,8 +72,8 @@ func (r *run) complete(job *dbqueue.Job, h *handler, took time.Duration) bool {
 func (r *run) finishLinked(job *dbqueue.Job, cause error) error {
 	ctx := r.jobCtx
 	var before, after *dbqueue.Batch
-	err := r.persist(ctx, job, func() (err error) {
-		before, after, err = r.w.ext.FinishLinked(context.WithoutCancel(ctx), job, cause)
+	err := r.persist(ctx, job, func(ctx context.Context) (err error) {
+		before, after, err = r.w.ext.FinishLinked(ctx, job, cause)
 		return err
 	})
 	if err != nil {

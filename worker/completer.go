@@ -1,10 +1,11 @@
 package worker
 
 import (
-	"context"
+	"log/slog"
 	"time"
 
 	"github.com/dbqueue/dbqueue"
+	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
 // Completion batching: successful jobs are deleted together, each still
@@ -16,12 +17,12 @@ const (
 )
 
 type completer struct {
-	w     *Worker
+	r     *run
 	batch *batcher[*dbqueue.Job]
 }
 
-func newCompleter(w *Worker) *completer {
-	c := &completer{w: w}
+func newCompleter(r *run) *completer {
+	c := &completer{r: r}
 	c.batch = newBatcher(completeBatch, completeDelay, c.flush)
 	return c
 }
@@ -35,8 +36,10 @@ func (c *completer) add(job *dbqueue.Job) { c.batch.add(job) }
 func (c *completer) close() { c.batch.close() }
 
 // flush deletes a batch, retrying database trouble until the oldest
-// reservation in it is about to expire.
+// reservation in it is about to expire, or the worker's grace period is
+// over; an error no retry can cure (a closed pool) gives up at once.
 func (c *completer) flush(batch []*dbqueue.Job) {
+	r, log := c.r, c.r.w.log
 	deadline := batch[0].ExpiresAt()
 	for _, j := range batch {
 		if j.ExpiresAt().Before(deadline) {
@@ -45,22 +48,37 @@ func (c *completer) flush(batch []*dbqueue.Job) {
 	}
 	deadline = deadline.Add(-time.Second)
 	wait := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		lost, err := c.w.ext.DeleteMany(ctx, batch)
+	for try := 0; ; try++ {
+		ctx, cancel := r.writeCtx(r.writes.retrying)
+		lost, err := r.w.ext.DeleteMany(ctx, batch)
 		cancel()
 		if err == nil {
 			for _, j := range lost {
-				c.w.log.Warn("completed job was no longer held (reclaimed after retry_after); it may run again", "id", j.ID, "name", j.Name())
+				log.Warn("completed job was no longer held (reclaimed after retry_after); it may run again", "id", j.ID, "name", j.Name())
 			}
 			return
 		}
-		if time.Now().Add(wait).After(deadline) {
-			c.w.log.Error("cannot delete completed jobs; they will run again after retry_after", "jobs", len(batch), "error", err)
+		// Once the grace period is over, the try just made was the last.
+		if sqldb.IsClosed(err) || time.Now().Add(wait).After(deadline) || r.writes.retrying.Err() != nil {
+			r.gaveUp(err, batch...)
+			log.Error("cannot delete completed jobs; they will run again after retry_after", "jobs", len(batch), "ids", jobIDs(batch), "error", err)
 			return
 		}
-		c.w.log.Warn("cannot delete completed jobs; retrying", "in", wait, "error", err)
-		time.Sleep(wait)
+		level := slog.LevelWarn
+		if try > 0 {
+			level = slog.LevelDebug // one line per outage, not per retry
+		}
+		log.Log(r.writes.retrying, level, "cannot delete completed jobs; retrying", "jobs", len(batch), "in", wait, "error", err)
+		sleep(r.writes.retrying, wait) // cut short when the grace period ends: one more try
 		wait = min(wait*2, 5*time.Second)
 	}
+}
+
+// jobIDs lists the ids of jobs for a log line.
+func jobIDs(jobs []*dbqueue.Job) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
 }

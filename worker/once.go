@@ -138,8 +138,9 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 		results[job] = &res
 		mu.Unlock()
 	}
-	r.done = newCompleter(w)
-	r.releases = newReleaser(w.q)
+	defer r.openWrites(ctx)()
+	r.done = newCompleter(r)
+	r.releases = newReleaser(w.q, func() (context.Context, context.CancelFunc) { return r.writeCtx(ctx) })
 	for _, f := range claimFailed {
 		r.claimFailed(f.Job, f.Err)
 	}

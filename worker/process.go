@@ -156,7 +156,7 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 						return
 					}
 				} else {
-					err = r.persist(ctx, job, func() error { return w.q.Delete(context.WithoutCancel(ctx), job) })
+					err = r.persist(ctx, job, func(ctx context.Context) error { return w.q.Delete(ctx, job) })
 				}
 				r.logDone(job, res.took, "done late", err)
 				if err == nil {
@@ -261,7 +261,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 			fn(ctx, job, o.delay)
 		}
 	case o != nil && o.kind == outcomeSnooze:
-		err := r.persist(ctx, job, func() error { return txExtOf(r.w.q).Snooze(context.WithoutCancel(ctx), job, o.delay) })
+		err := r.persist(ctx, job, func(ctx context.Context) error { return txExtOf(r.w.q).Snooze(ctx, job, o.delay) })
 		r.logJob(job, res.took, "snoozed", err, "delay", o.delay)
 		if err == nil {
 			r.count(job, countReleased, res.took, true)
@@ -452,7 +452,7 @@ func (r *run) failAs(job *dbqueue.Job, h *handler, took time.Duration, cause err
 	if w.ext.Linked(job) {
 		err = r.finishLinked(job, cause) // also counts its batch
 	} else {
-		err = r.persist(ctx, job, func() error { return w.q.Fail(context.WithoutCancel(ctx), job, cause) })
+		err = r.persist(ctx, job, func(ctx context.Context) error { return w.q.Fail(ctx, job, cause) })
 	}
 	r.logJob(job, took, outcome, errors.Join(cause, err))
 	if err != nil {

@@ -49,8 +49,8 @@ func successUnwritable(job *dbqueue.Job, err error) error {
 // whether the job was failed, and the write's error.
 func (r *run) release(job *dbqueue.Job, h *handler, took, delay time.Duration, payload []byte, why error) (failed bool, err error) {
 	ctx := r.jobCtx
-	err = r.persist(ctx, job, func() error {
-		return r.releases.release(context.WithoutCancel(ctx), job, delay, payload, why)
+	err = r.persist(ctx, job, func(ctx context.Context) error {
+		return r.releases.release(ctx, job, delay, payload, why)
 	})
 	if !r.w.recurs(err) {
 		return false, err

@@ -25,6 +25,9 @@ const (
 type releaser struct {
 	q     *dbqueue.Queue
 	batch *batcher[releaseReq]
+	// writeCtx, when set, is the context of each batch's write (run.writeCtx,
+	// which a stopping worker cuts); otherwise flushTimeout bounds it.
+	writeCtx func() (context.Context, context.CancelFunc)
 	// flushed, when set (by tests), hears the size of each batch written.
 	flushed func(n int)
 }
@@ -34,8 +37,8 @@ type releaseReq struct {
 	err chan error
 }
 
-func newReleaser(q *dbqueue.Queue) *releaser {
-	return startReleaser(&releaser{q: q})
+func newReleaser(q *dbqueue.Queue, writeCtx func() (context.Context, context.CancelFunc)) *releaser {
+	return startReleaser(&releaser{q: q, writeCtx: writeCtx})
 }
 
 func startReleaser(rl *releaser) *releaser {
@@ -74,7 +77,13 @@ func (rl *releaser) flush(batch []releaseReq) {
 	for i, req := range batch {
 		rs[i] = req.r
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if rl.writeCtx != nil {
+		ctx, cancel = rl.writeCtx()
+	} else {
+		ctx, cancel = context.WithTimeout(context.Background(), flushTimeout)
+	}
 	defer cancel()
 	lost, err := extOf(rl.q).ReleaseMany(ctx, rs)
 	if rl.flushed != nil {

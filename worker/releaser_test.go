@@ -68,7 +68,7 @@ func TestReleasesAreBatched(t *testing.T) {
 			}
 		}
 		// Bad requests are refused alone, before they reach a batch.
-		rl = newReleaser(q)
+		rl = newReleaser(q, nil)
 		defer rl.close()
 		if err := rl.release(ctx, held[0], -time.Second, nil, nil); err == nil {
 			t.Fatal("negative delay accepted")
@@ -97,7 +97,9 @@ func TestClosedBatchersWriteAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, rl := newCompleter(w), newReleaser(q)
+	r := &run{w: w}
+	defer r.openWrites(ctx)()
+	c, rl := newCompleter(r), newReleaser(q, nil)
 	c.close()
 	rl.close()
 	c.add(jobs[0])

@@ -98,8 +98,9 @@ var moduleVersion = sync.OnceValue(func() string {
 })
 
 // loop reports every interval until stop is closed. A round under way
-// when it is closed finishes (within reportTimeout): cutting it short
-// would only fail a write the last round makes again.
+// when it is closed finishes the statement it is running (within
+// reportTimeout): cutting it short would only fail a write the last round
+// makes again. Its retries stop (ctx's sqldb.RetryHooks).
 func (rp *reporter) loop(ctx context.Context, stop <-chan struct{}) {
 	rp.round(ctx, false)
 	t := time.NewTicker(rp.r.w.opts.MetricsInterval)
@@ -122,7 +123,12 @@ func (rp *reporter) round(ctx context.Context, last bool) {
 	}
 	timeout := reportTimeout
 	if last {
+		// Bounded as the stopping worker's other writes are: no retries
+		// past the grace period, cut lastWrite after it.
 		timeout = lastReportTimeout
+		wctx, cancel := rp.r.writeCtx(ctx)
+		defer cancel()
+		ctx = wctx
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -282,9 +288,12 @@ func (r *run) startReporting(ctx context.Context) (stop func(), err error) {
 	// writes what it did during its grace period, and then its last round.
 	bg := context.WithoutCancel(ctx)
 	stopLoop, done := make(chan struct{}), make(chan struct{})
+	// A round retrying a database that is down stops retrying as the
+	// worker stops, instead of holding Run for up to 30s.
+	loopCtx := sqldb.WithRetryHooks(bg, &sqldb.RetryHooks{Stop: stopLoop})
 	go func() {
 		defer close(done)
-		rp.loop(bg, stopLoop)
+		rp.loop(loopCtx, stopLoop)
 	}()
 	return func() {
 		close(stopLoop)

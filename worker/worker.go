@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -122,6 +123,18 @@ type run struct {
 	releases *releaser
 	wake     <-chan struct{} // PostgreSQL notifications of new jobs
 
+	// halt is closed as the loop stops: claims stop retrying a database
+	// that does not answer, and runners resting (Options.Rest) stop
+	// resting. nil in RunOnce.
+	halt chan struct{}
+	// writes bounds the writing of outcomes as Run stops, and keeps the
+	// jobs it gave up (unwritten.go).
+	writes writes
+	// claiming and reading follow outages of the claims and of the
+	// signal readings, so each is logged once as it starts and once as
+	// it ends.
+	claiming, reading outage
+
 	// closed is set, under closeMu, as Run returns: from then on the
 	// worker writes nothing and calls no hook for a job whose handler
 	// returns late; the job stays reserved until retry_after. Everything
@@ -164,8 +177,11 @@ func (r *run) isClosed() bool {
 // Reserved jobs that never started are given back too.
 //
 // It returns nil on an orderly stop (including ctx ending), ErrWedged, or
-// an error that working cannot get past (the tables are missing).
-// Database trouble is logged and retried with backoff, never returned.
+// an error that working cannot get past (the tables are missing, the
+// queue was closed). Database trouble is logged and retried with backoff,
+// never returned, except as the worker stops: outcomes not written by the
+// end of the grace period (and one more try, cut after lastWrite) are
+// given up, and Run returns an *UnwrittenError naming their jobs.
 func (w *Worker) Run(ctx context.Context) (err error) {
 	if len(w.handlerMap()) == 0 {
 		return errors.New("worker: no handlers registered: call Handle or HandleJSON before Run")
@@ -180,6 +196,12 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	r.jobCtx, r.cancelJobs = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelJobs()
 	r.paused.Store(&map[string]bool{})
+	r.halt = make(chan struct{})
+	defer r.openWrites(ctx)()
+	r.claiming = outage{log: w.log, stopped: "reserving jobs stopped: the database fails or cannot be reached",
+		resumed: "reserving jobs resumed", doing: "claims are retried with backoff until it answers; running jobs go on, and their outcomes are retried"}
+	r.reading = outage{log: w.log, stopped: "cannot read worker signals",
+		resumed: "worker signals read again", doing: "retried every SignalInterval; restarts and pauses are seen once it works"}
 
 	sig, err := r.firstSignals(ctx)
 	if err != nil {
@@ -194,8 +216,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	wake, unsubscribe := w.ext.Wakeups(w.opts.Queues...)
 	defer unsubscribe()
 	r.wake = wake
-	r.done = newCompleter(w)
-	r.releases = newReleaser(w.q)
+	r.done = newCompleter(r)
+	r.releases = newReleaser(w.q, func() (context.Context, context.CancelFunc) { return r.writeCtx(ctx) })
 	var runners sync.WaitGroup
 	for range w.opts.Concurrency {
 		runners.Add(1)
@@ -218,25 +240,29 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	// Let running jobs finish; after the grace period, or at once if ctx
 	// ends meanwhile, cancel them, and wait for their handlers only a
-	// moment longer.
+	// moment longer. Outcomes that cannot be written are retried until
+	// the grace period is over, even when the jobs finished before it.
 	finished := make(chan struct{})
 	go func() { runners.Wait(); close(finished) }()
 	var cut <-chan struct{}
 	if ctx.Err() == nil {
 		cut = ctx.Done()
+		defer context.AfterFunc(ctx, r.writes.endRetrying)()
 	}
 	if n := r.inFlight.Load(); n > 0 {
 		w.log.Info("worker stopping: waiting for running jobs", "reason", string(reason), "running", n, "grace", w.opts.GracePeriod)
 	}
-	grace := time.NewTimer(w.opts.GracePeriod)
+	grace := time.AfterFunc(w.opts.GracePeriod, r.writes.endRetrying)
+	defer grace.Stop()
 	select {
 	case <-finished:
-	case <-grace.C:
-		w.log.Warn("grace period over: cancelling running jobs", "running", r.inFlight.Load())
-	case <-cut:
-		w.log.Warn("context ended during the grace period: cancelling running jobs", "running", r.inFlight.Load())
+	case <-r.writes.retrying.Done():
+		if cut != nil && ctx.Err() != nil {
+			w.log.Warn("context ended during the grace period: cancelling running jobs", "running", r.inFlight.Load())
+		} else {
+			w.log.Warn("grace period over: cancelling running jobs", "running", r.inFlight.Load())
+		}
 	}
-	grace.Stop()
 	r.cancelRunning()
 	select {
 	case <-finished:
@@ -254,11 +280,12 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	r.done.close()
 	r.releases.close()
 	stopReporting()
-	w.log.Info("worker stopping", "reason", string(reason), "processed", r.processed.Load(), "error", loopErr)
+	err = errors.Join(loopErr, r.unwritten())
+	w.log.Info("worker stopping", "reason", string(reason), "processed", r.processed.Load(), "error", err)
 	if fn := w.opts.Events.WorkerStopping; fn != nil {
-		fn(reason, loopErr)
+		fn(reason, err)
 	}
-	return loopErr
+	return err
 }
 
 // abandonAfter is how long a handler past its timeout (or past the end of
@@ -274,7 +301,7 @@ func (r *run) firstSignals(ctx context.Context) (signals, error) {
 			r.paused.Store(&sig.paused)
 			return sig, nil
 		}
-		if sqldb.MissingTable(err) || ctx.Err() != nil {
+		if sqldb.MissingTable(err) || sqldb.IsClosed(err) || ctx.Err() != nil {
 			return signals{}, err
 		}
 		r.w.log.Warn("database unreachable; retrying", "in", wait, "error", err)
@@ -310,8 +337,9 @@ func (r *run) watch(ctx context.Context, restartAt int64) {
 				// ready set read for them, are kept until then.
 				r.paused.Store(&sig.paused)
 			}
+			r.reading.ok()
 		} else if ctx.Err() == nil {
-			r.w.log.Warn("cannot read worker signals", "error", err)
+			r.reading.failed(err)
 		}
 		if limit := r.w.opts.MemoryLimitMB; limit > 0 && !r.overMem.Load() {
 			metrics.Read(memSample)
@@ -425,13 +453,20 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 	}
 	// Claims still in flight when the loop stops are waited for and their
 	// jobs delivered; stopping is set first, so the runners give them back
-	// instead of starting them.
+	// instead of starting them. halt stops a claim retrying a database
+	// that does not answer (a statement under way is not cut: its reply
+	// may carry jobs it reserved).
 	defer func() {
 		r.stopping.Store(true)
+		close(r.halt)
 		for outstanding > 0 {
 			deliver(<-results)
 		}
 	}()
+	// A claim retries a refused connection inside (sqldb.Retry) for up to
+	// 30s before its error comes back: the hooks tell the outage at its
+	// first failure.
+	claimCtx := sqldb.WithRetryHooks(ctx, &sqldb.RetryHooks{Failed: r.claiming.retried, Stop: r.halt})
 	for {
 		if reason := r.stopReason(ctx); reason != "" {
 			if reason == StopWedged {
@@ -467,7 +502,7 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 				}
 			}
 			go func() {
-				c.jobs, c.err = r.claim(ctx, int(n), active, order)
+				c.jobs, c.err = r.claim(claimCtx, int(n), active, order)
 				results <- c
 			}()
 			continue
@@ -519,8 +554,12 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			if errors.Is(c.err, sqldb.ErrNoTables) {
 				return StopError, c.err
 			}
+			if sqldb.IsClosed(c.err) {
+				return StopError, fmt.Errorf("worker: the queue's database handle was closed while the worker ran (close the queue after Run returns): %w", c.err)
+			}
+			r.claiming.failed(c.err)
 			trouble = min(max(trouble*2, 100*time.Millisecond), 30*time.Second)
-			r.w.log.Warn("cannot reserve jobs; retrying", "in", trouble, "error", c.err)
+			r.w.log.Debug("cannot reserve jobs; retrying", "in", trouble, "error", c.err)
 			t := time.NewTimer(trouble)
 		rest:
 			for {
@@ -536,10 +575,8 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 			}
 			continue
 		}
-		if trouble > 0 {
-			r.w.log.Info("database reachable again")
-			trouble = 0
-		}
+		r.claiming.ok()
+		trouble = 0
 		if len(c.jobs) > 0 {
 			empty, idle = nil, minPoll
 			continue
@@ -699,7 +736,12 @@ func (r *run) jobDone(counted bool) {
 	// Counted before the loop is told, which reads the counts.
 	n := r.inFlight.Add(-1)
 	if rest := r.w.opts.Rest; rest > 0 && !r.stopping.Load() {
-		time.Sleep(rest)
+		t := time.NewTimer(rest)
+		select {
+		case <-t.C:
+		case <-r.halt: // the worker stops: no rest to wait out
+			t.Stop()
+		}
 	}
 	if n <= r.wakeAt.Load() {
 		r.signal()
@@ -712,7 +754,7 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 	// Retried while the grace period lasts; once running jobs are
 	// cancelled, one try, so Run is not held: a job not given back comes
 	// back after retry_after.
-	err := r.persist(r.jobCtx, job, func() error { return r.w.ext.Unreserve(ctx, job) })
+	err := r.persist(ctx, job, func(ctx context.Context) error { return r.w.ext.Unreserve(ctx, job) })
 	r.logJob(job, 0, "given back", err, "why", why)
 	switch ev := r.w.opts.Events; {
 	case err != nil:
@@ -724,22 +766,34 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 }
 
 // persist runs a finishing statement, retrying database trouble with backoff
-// until it succeeds or the job's reservation is about to expire (then the
-// job comes back after retry_after: run twice at worst, never lost). An
-// error that comes from the job itself (recurs) is returned at once:
-// retrying it would only run the job again when its reservation ran out.
-func (r *run) persist(ctx context.Context, job *dbqueue.Job, op func() error) error {
+// until it succeeds, the job's reservation is about to expire (then the
+// job comes back after retry_after: run twice at worst, never lost) or the
+// grace period of a stopping worker is over (r.jobCtx ends). An error that
+// comes from the job itself (recurs) is returned at once: retrying it
+// would only run the job again when its reservation ran out; so is one no
+// retry can cure (a closed pool). op runs with a context of
+// run.writeCtx, whose values are ctx's.
+func (r *run) persist(ctx context.Context, job *dbqueue.Job, op func(ctx context.Context) error) error {
 	deadline := job.ExpiresAt().Add(-time.Second)
 	wait := 50 * time.Millisecond
-	for {
-		err := op()
-		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || r.w.recurs(err) || time.Now().Add(wait).After(deadline) {
+	for try := 0; ; try++ {
+		wctx, cancel := r.writeCtx(ctx)
+		err := op(wctx)
+		cancel()
+		if err == nil || errors.Is(err, dbqueue.ErrNotHeld) || r.w.recurs(err) {
 			return err
 		}
-		r.w.log.Warn("cannot finish job; retrying", "id", job.ID, "in", wait, "error", err)
-		if !sleep(ctx, wait) {
+		// Once running jobs are cancelled, the try just made was the last.
+		if sqldb.IsClosed(err) || time.Now().Add(wait).After(deadline) || r.jobCtx.Err() != nil {
+			r.gaveUp(err, job)
 			return err
 		}
+		level := slog.LevelWarn
+		if try > 0 {
+			level = slog.LevelDebug // one line per job and outage, not per retry
+		}
+		r.w.log.Log(ctx, level, "cannot finish job; retrying", "id", job.ID, "in", wait, "error", err)
+		sleep(r.jobCtx, wait) // cut short when running jobs are cancelled: one more try
 		wait = min(wait*2, 5*time.Second)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -68,5 +69,22 @@ func TestClassifyFailoverErrors(t *testing.T) {
 		if got := sqldb.Classify(c.err); got != c.want {
 			t.Errorf("%s (%v): class %d, want %d", c.name, c.err, got, c.want)
 		}
+	}
+}
+
+// A closed pool cannot succeed however often it is retried: its error is
+// Closed, so the worker gives up at once instead of backing off.
+func TestClassifyClosedPool(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/x?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	_, err = pool.Exec(context.Background(), "SELECT 1")
+	if err == nil {
+		t.Fatal("a closed pool ran a statement")
+	}
+	if got := sqldb.Classify(fmt.Errorf("reserve: %w", err)); got != sqldb.Closed {
+		t.Fatalf("Classify(%v) = %v, want Closed", err, got)
 	}
 }

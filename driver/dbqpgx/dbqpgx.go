@@ -87,7 +87,8 @@ func init() {
 // connection, so the work is retried until the replica is promoted; the
 // same holds for an error pgconn marks safe to retry (nothing was sent).
 // Refusals that no failover cures (a wrong password, a missing database)
-// reach the caller at once.
+// reach the caller at once, and a closed pool is Closed: nothing can
+// succeed on it.
 func classify(err error) sqldb.Class {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
@@ -100,6 +101,11 @@ func classify(err error) sqldb.Class {
 	}
 	if pgconn.SafeToRetry(err) {
 		return sqldb.Retryable
+	}
+	// pgxpool's Acquire on a closed pool returns puddle's ErrClosedPool,
+	// "closed pool" (puddle is pgxpool's own dependency, not dbqueue's).
+	if strings.Contains(err.Error(), "closed pool") {
+		return sqldb.Closed
 	}
 	return sqldb.Other
 }

@@ -45,7 +45,9 @@ func main() {
 }
 
 func run(ctx context.Context, dsn string, push int, log *slog.Logger) error {
-	if err := migrations.UpDSN(ctx, dsn); err != nil {
+	// Its notices (a table it widened, settings it changed) go to the
+	// application's log, not slog.Default().
+	if err := migrations.UpDSN(ctx, dsn, migrations.WithLogger(log)); err != nil {
 		return err
 	}
 	q, err := dbqueue.Open(ctx, dsn, dbqueue.WithRetryAfter(90*time.Second))

@@ -123,7 +123,9 @@ func (c *Cluster) initData() {
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
-	if out, err := osexec.Command(MariaDBInit, args...).CombinedOutput(); err != nil {
+	install := osexec.Command(MariaDBInit, args...)
+	install.Dir = first.dir // every child starts in a directory of its own
+	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	for _, s := range c.Nodes[1:] {

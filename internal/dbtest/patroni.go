@@ -180,7 +180,7 @@ func StartPatroni(t testing.TB, n int, s PatroniSettings) *Patroni {
 	token := "dbqueue-" + randomName()
 	for i := range 3 {
 		name, peer, _ := strings.Cut(peers[i], "=")
-		p.etcd = append(p.etcd, p.spawn(name, nil, nil, EtcdBin,
+		p.etcd = append(p.etcd, p.spawn(name, dir, nil, nil, EtcdBin,
 			"--name", name, "--data-dir", filepath.Join(dir, name),
 			"--listen-client-urls", "http://"+clients[i], "--advertise-client-urls", "http://"+clients[i],
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -225,7 +225,7 @@ func StartPatroni(t testing.TB, n int, s PatroniSettings) *Patroni {
 			t.Fatal(err)
 		}
 		env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + m.dir}
-		m.patroni = p.spawn(m.Name, cred, env, PatroniBin, file)
+		m.patroni = p.spawn(m.Name, m.dir, cred, env, PatroniBin, file)
 		p.Members = append(p.Members, m)
 	}
 	p.DSN = "postgres://postgres@" + strings.Join(hosts, ",") + "/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
@@ -325,9 +325,14 @@ func patroniConfig(m *PatroniMember, s PatroniSettings, etcd []string, pgPort, a
 	}
 }
 
-// spawn starts a child process, as cred when set, its output to a log in
-// the cluster's directory, killed if the test process dies.
-func (p *Patroni) spawn(name string, cred *syscall.Credential, env []string, bin string, args ...string) *process {
+// spawn starts a child process in dir, as cred when set, its output to a
+// log in the cluster's directory, killed if the test process dies. dir is
+// one the child's user can enter: Patroni's Python children change to the
+// working directory they inherit, and the test's may be one the postgres
+// user cannot enter (a clone in a fresh mktemp -d, a home directory of
+// mode 0700); they died there with "Permission denied", and the cluster
+// never bootstrapped.
+func (p *Patroni) spawn(name, dir string, cred *syscall.Credential, env []string, bin string, args ...string) *process {
 	p.t.Helper()
 	log := filepath.Join(p.dir, name+".log")
 	f, err := os.Create(log)
@@ -335,6 +340,7 @@ func (p *Patroni) spawn(name string, cred *syscall.Credential, env []string, bin
 		p.t.Fatal(err)
 	}
 	cmd := osexec.Command(bin, args...)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := cmd.Start(); err != nil {

@@ -103,6 +103,9 @@ pidfile = %s
 		}
 	}
 	cmd := osexec.Command(PgBouncerBin, filepath.Join(dir, "pgbouncer.ini"))
+	// Started in its own directory, which the postgres user owns: the
+	// test's may be one it cannot enter.
+	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// pgbouncer refuses to run as root. Go sets the parent-death signal
 	// after switching users, so it survives the switch.

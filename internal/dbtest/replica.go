@@ -79,7 +79,7 @@ func StartReplicated(t testing.TB, opts ReplicaOptions) *Replicated {
 		upstream = delay.port
 	}
 	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=dbq_replica", upstream)
-	out, err := asPostgres(basebackup, "-d", conninfo, "-D", replica.data(), "-R", "-X", "stream", "--no-sync", "-c", "fast").CombinedOutput()
+	out, err := asPostgres(replica.dir, basebackup, "-d", conninfo, "-D", replica.data(), "-R", "-X", "stream", "--no-sync", "-c", "fast").CombinedOutput()
 	if err != nil {
 		t.Fatalf("pg_basebackup: %v\n%s\n%s", err, out, primary.Logs())
 	}

@@ -81,12 +81,20 @@ func freePort(t testing.TB) int {
 }
 
 // asPostgres runs a PostgreSQL tool as the postgres OS user when the test
-// runs as root (initdb and postgres refuse to run as root).
-func asPostgres(name string, args ...string) *osexec.Cmd {
+// runs as root (initdb and postgres refuse to run as root), in dir: a
+// directory of the server's own that the postgres user can enter. The
+// test's working directory may be one it cannot (a clone in a fresh
+// mktemp -d, a home directory of mode 0700), and a child that starts
+// there fails with "Permission denied".
+func asPostgres(dir, name string, args ...string) *osexec.Cmd {
+	var cmd *osexec.Cmd
 	if os.Geteuid() == 0 {
-		return osexec.Command("runuser", append([]string{"-u", "postgres", "--", name}, args...)...)
+		cmd = osexec.Command("runuser", append([]string{"-u", "postgres", "--", name}, args...)...)
+	} else {
+		cmd = osexec.Command(name, args...)
 	}
-	return osexec.Command(name, args...)
+	cmd.Dir = dir
+	return cmd
 }
 
 // postgresUser is the postgres OS user's credential when the test runs as
@@ -124,7 +132,7 @@ func (s *Server) initPostgres() {
 			t.Fatal(err)
 		}
 	}
-	out, err := asPostgres(initdb, "-D", s.data(), "-U", "postgres", "-A", "trust", "--no-sync").CombinedOutput()
+	out, err := asPostgres(s.dir, initdb, "-D", s.data(), "-U", "postgres", "-A", "trust", "--no-sync").CombinedOutput()
 	if err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
@@ -145,7 +153,9 @@ func (s *Server) initMariaDB() {
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
-	out, err := osexec.Command(MariaDBInit, args...).CombinedOutput()
+	install := osexec.Command(MariaDBInit, args...)
+	install.Dir = s.dir // every child starts in a directory of its own
+	out, err := install.CombinedOutput()
 	if err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -175,7 +185,7 @@ func (s *Server) start() {
 		// fsync off: the test kills processes, not the machine, and what a
 		// commit wrote reaches the kernel either way.
 		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200", s.port, s.dir)
-		out, err := asPostgres(filepath.Join(PostgresBin, "pg_ctl"), "-D", s.data(), "-l", s.log(), "-w", "-t", "60", "-o", opts, "start").CombinedOutput()
+		out, err := asPostgres(s.dir, filepath.Join(PostgresBin, "pg_ctl"), "-D", s.data(), "-l", s.log(), "-w", "-t", "60", "-o", opts, "start").CombinedOutput()
 		if err != nil {
 			logs, _ := os.ReadFile(s.log())
 			t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, logs)
@@ -190,6 +200,7 @@ func (s *Server) start() {
 		}
 		args = append(args, s.args...)
 		cmd := osexec.Command(MariaDBD, args...)
+		cmd.Dir = s.dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start mariadbd: %v", err)
@@ -237,7 +248,7 @@ func (s *Server) stop() {
 		if _, err := os.Stat(filepath.Join(s.data(), "postmaster.pid")); err != nil {
 			return
 		}
-		out, err := asPostgres(filepath.Join(PostgresBin, "pg_ctl"), "-D", s.data(), "-m", "immediate", "-w", "stop").CombinedOutput()
+		out, err := asPostgres(s.dir, filepath.Join(PostgresBin, "pg_ctl"), "-D", s.data(), "-m", "immediate", "-w", "stop").CombinedOutput()
 		if err != nil {
 			s.t.Errorf("pg_ctl stop -m immediate: %v\n%s", err, out)
 		}

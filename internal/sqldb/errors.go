@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"strings"
@@ -49,6 +50,11 @@ const (
 	// instead (a failure falls back to an ASCII text, then to a stub
 	// payload: see dbqueue.FailureTextBytes).
 	Refused
+	// Closed errors say the handle itself is closed: the application
+	// closed the pool or the queue (a pgx pool's "closed pool",
+	// database/sql's "sql: database is closed" and sql.ErrConnDone). No
+	// retry can succeed, so work stops at once instead of backing off.
+	Closed
 )
 
 var classifiers struct {
@@ -96,6 +102,9 @@ func Classify(err error) Class {
 		}
 		return Other
 	}
+	if errors.Is(err, sql.ErrConnDone) {
+		return Closed
+	}
 	// database/sql returns driver.ErrBadConn once its own retries on fresh
 	// connections are spent; a driver reports it only before the
 	// statement was sent (pgx's stdlib, when pgconn.SafeToRetry).
@@ -117,6 +126,8 @@ func Classify(err error) Class {
 		return Retryable
 	case strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column"):
 		return Missing
+	case strings.Contains(msg, "sql: database is closed"): // database/sql's unexported errDBClosed
+		return Closed
 	}
 	return Other
 }
@@ -127,6 +138,10 @@ func IsRetryable(err error) bool { return Classify(err) == Retryable }
 // IsRefused reports whether err says the database refused the data a
 // write carried (see Refused): writing the same again cannot help.
 func IsRefused(err error) bool { return Classify(err) == Refused }
+
+// IsClosed reports whether err says the pool or connection it came from
+// is closed, so retrying it cannot succeed.
+func IsClosed(err error) bool { return Classify(err) == Closed }
 
 // MissingTable reports whether err says a table, or a column a migration
 // adds, does not exist: either way the cure is to migrate.
