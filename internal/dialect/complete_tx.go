@@ -142,7 +142,7 @@ func (j *joined) Close() error { return nil }
 // rolled back at once. A lock wait that times out is a retryable error.
 func (c *common) lockReservation(ctx context.Context, db sqldb.DB, id int64, prepare, lock string) (Reservation, bool, error) {
 	var r Reservation
-	tx, err := db.Begin(ctx, sqldb.TxOptions{ReadCommitted: c.name != "sqlite"})
+	tx, err := db.Begin(ctx, c.lockTx)
 	if err != nil {
 		return r, false, err
 	}

@@ -101,11 +101,7 @@ func (c *common) ClearHits(ctx context.Context, ex sqldb.Execer, name string) er
 // nothing (MySQL's count then depends on clientFoundRows), and the DELETE
 // only removes a count that reached 0.
 func (c *common) DropHit(ctx context.Context, ex sqldb.Execer, name string, limit int64) error {
-	least := "LEAST"
-	if c.name == "sqlite" {
-		least = "MIN" // SQLite's scalar min
-	}
-	if _, err := ex.Exec(ctx, c.rebind("UPDATE "+c.limitsTable()+" SET hits = "+least+"(hits, ?) - 1 WHERE name = ?"), limit, name); err != nil {
+	if _, err := ex.Exec(ctx, c.rebind("UPDATE "+c.limitsTable()+" SET hits = "+c.least+"(hits, ?) - 1 WHERE name = ?"), limit, name); err != nil {
 		return err
 	}
 	_, err := ex.Exec(ctx, c.rebind("DELETE FROM "+c.limitsTable()+" WHERE name = ? AND hits <= 0"), name)

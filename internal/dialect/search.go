@@ -48,18 +48,6 @@ type Window struct {
 	More   bool
 }
 
-// contains is the SQL test that column col holds a parameter's text,
-// byte for byte (never by a collation's idea of equal).
-func (c *common) contains(col string) string {
-	switch c.name {
-	case "postgres":
-		return "strpos(" + col + ", ?) > 0"
-	case "mysql":
-		return "LOCATE(CAST(? AS BINARY), CAST(" + col + " AS BINARY)) > 0"
-	}
-	return "instr(" + col + ", ?) > 0"
-}
-
 // window reads the size and oldest id of a search's window of table.
 func (c *common) window(ctx context.Context, ex sqldb.Execer, table string, f SearchFilter) (Window, error) {
 	inner := "SELECT id FROM " + table
