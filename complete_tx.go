@@ -189,7 +189,7 @@ func (q *Queue) failIn(ctx context.Context, tx sqldb.Tx, job *Job, cause error) 
 	return q.finishIn(ctx, tx, job, f, "fail")
 }
 
-func (q *Queue) finisher() dialect.TxFinisher { return q.sql.(dialect.TxFinisher) }
+func (q *Queue) finisher() dialect.TxFinisher { return q.sql }
 
 // CommitOutcome is what a transaction that ended a job did, as
 // ResolveCommit found it.

@@ -11,9 +11,11 @@ import (
 // ext is the worker side of a Queue: the operations package worker (and
 // the driver packages, and dbqueuetest) needs and an application does not.
 // It reaches them through internal/core, which keeps them off Queue's
-// public API; its methods are exported only so that they can assert an
-// interface of their own.
+// public API; its methods are exported only so that it implements
+// core.Ext (workerSide), which they call.
 type ext struct{ q *Queue }
+
+var _ workerSide = ext{}
 
 // DeleteMany deletes jobs that succeeded, in one statement per 1,000, and
 // returns those no longer held.

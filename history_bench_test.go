@@ -36,7 +36,7 @@ func BenchmarkErrorHistory(b *testing.B) {
 		b.Run(string(d), func(b *testing.B) {
 			db := dbtest.New(b, d)
 			q := db.Queue(b)
-			fin := core.Of(q).Ext.(finisher)
+			var fin finisher = core.ExtOf[dbqueue.WorkerSide](q)
 			cause := errors.New("upstream answered 503 Service Unavailable")
 			held := func(b *testing.B, withHistory bool) []*dbqueue.Job {
 				b.Helper()

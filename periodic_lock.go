@@ -49,14 +49,13 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 		{Key: lockKey("periodic-schedule", schedule), Mode: dialect.UntilTick, ExpiresAt: &tick, StaleAt: &before},
 		{Key: lockKey("periodic-job", rows[0].Queue, job.Name, string(data), strconv.FormatInt(tick, 10)), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &tick},
 	}
-	u, tl := q.sql.(dialect.Uniquer), q.sql.(dialect.TickLocker)
 	notify := q.wake.shouldNotify(rows)
 	err = sqldb.Retry(ctx, func() error {
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
 			// Always in this order, so two transactions that share locks
 			// take them in the same order and cannot deadlock.
 			for _, l := range locks {
-				holder, ok, err := tl.AcquireTickLock(ctx, tx, l)
+				holder, ok, err := q.sql.AcquireTickLock(ctx, tx, l)
 				if err != nil {
 					return err
 				}
@@ -70,7 +69,7 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 			}
 			id = ids[0]
 			for _, l := range locks {
-				if err := u.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
+				if err := q.sql.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
 					return err
 				}
 			}
@@ -93,7 +92,7 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
 	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		n, err = e.q.sql.(dialect.TickLocker).PruneTickLocks(ctx, e.q.db, grace, limit)
+		n, err = e.q.sql.PruneTickLocks(ctx, e.q.db, grace, limit)
 		return err
 	})
 	return n, sqldb.Wrap("prune periodic locks", err)

@@ -153,7 +153,7 @@ func (q *Queue) SearchJobs(ctx context.Context, s Search) (SearchResult[JobInfo]
 	ctx, cancel := context.WithTimeout(ctx, SearchTimeout)
 	defer cancel()
 	var out []JobInfo
-	w, err := q.sql.(dialect.Searcher).SearchJobs(ctx, q.db, s.filter(), func(r dialect.StatedRow) bool {
+	w, err := q.sql.SearchJobs(ctx, q.db, s.filter(), func(r dialect.StatedRow) bool {
 		info := q.newJobInfo(r)
 		if !s.fieldsMatch(info.Payload) || !s.textIn(info.RawPayload) {
 			return false
@@ -185,7 +185,7 @@ func (q *Queue) searchFailed(ctx context.Context, s Search) ([]dialect.FailedRow
 		f.Contains = f.Contains[1:]
 	}
 	var out []dialect.FailedRow
-	w, err := q.sql.(dialect.Searcher).SearchFailed(ctx, q.db, f, func(r dialect.FailedRow) bool {
+	w, err := q.sql.SearchFailed(ctx, q.db, f, func(r dialect.FailedRow) bool {
 		p, _ := DecodePayload(r.Payload)
 		p.UUID = r.UUID // failed_jobs' own column
 		if !s.fieldsMatch(p) || !s.textIn(q.Redact(p.Name(), r.Payload), []byte(r.Exception)) {

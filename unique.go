@@ -157,7 +157,7 @@ func (q *Queue) uniqueRows(job NewJob, u Unique) ([]dialect.PushRow, dialect.Uni
 
 // pushLocked takes lock and inserts row inside ex, one transaction.
 func (q *Queue) pushLocked(ctx context.Context, ex sqldb.Execer, row dialect.PushRow, lock dialect.UniqueLock, notify bool) (int64, bool, error) {
-	u := q.sql.(dialect.Uniquer)
+	u := q.sql
 	holder, ok, err := u.AcquireUnique(ctx, ex, lock)
 	if err != nil || !ok {
 		return holder, err == nil, err
@@ -178,7 +178,7 @@ const pruneBatch = 1000
 // but keys that are never pushed again (unique by data, say) leave one row
 // each: prune now and then, like failed.Prune.
 func (q *Queue) PruneUnique(ctx context.Context) (int64, error) {
-	u := q.sql.(dialect.Uniquer)
+	u := q.sql
 	var total int64
 	for {
 		var n int64
@@ -201,7 +201,7 @@ func (q *Queue) PruneUnique(ctx context.Context) (int64, error) {
 func (e ext) DBNow(ctx context.Context) (int64, error) {
 	var now int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		now, err = e.q.sql.(dialect.Uniquer).DBNow(ctx, e.q.db)
+		now, err = e.q.sql.DBNow(ctx, e.q.db)
 		return err
 	})
 	return now, sqldb.Wrap("read the database clock", err)

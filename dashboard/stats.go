@@ -181,7 +181,7 @@ func newSampler(q *dbqueue.Queue, size int, interval time.Duration, named []stri
 	t := q.Tables()
 	tables := dialect.Tables{Jobs: t.Jobs, Failed: t.Failed, Schema: t.Schema}
 	c := core.Of(q)
-	b, _ := dialect.BoundedOf(c.Dialect) // every dialect has it; take fails on nil
+	var b dialect.Bounded = c.Dialect
 	s := &sampler{
 		q: q, db: c.DB, bounded: b, jobs: tables.JobsTable(), failed: tables.FailedTable(),
 		interval: interval, size: size, named: map[string]bool{q.DefaultQueue(): true}, wait: sampleWait,
@@ -484,6 +484,10 @@ func (s *sampler) takePage(ctx context.Context, after string, failed map[string]
 	return page, nil
 }
 
+// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
+// package dbqueue's types); core.ExtOf reads it, checked at compile time.
+type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+
 // signaler reads pause signals: package dbqueue's worker side.
 type signaler interface {
 	Signals(ctx context.Context, queues []string) (restart int64, paused map[string]bool, err error)
@@ -491,10 +495,7 @@ type signaler interface {
 
 // paused reads which of names are paused, a thousand names a query.
 func (s *sampler) paused(ctx context.Context, names []string) (map[string]bool, error) {
-	sig, ok := core.Of(s.q).Ext.(signaler)
-	if !ok {
-		return nil, fmt.Errorf("dbqueue: dashboard: the queue cannot read pause signals")
-	}
+	var sig signaler = core.ExtOf[workerSide](s.q)
 	out := map[string]bool{}
 	for chunk := range slices.Chunk(names, 1000) {
 		_, p, err := sig.Signals(ctx, chunk)

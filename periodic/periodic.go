@@ -147,6 +147,10 @@ type Scheduler struct {
 	known  bool          // offset was measured
 }
 
+// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
+// package dbqueue's types); core.ExtOf reads it, checked at compile time.
+type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+
 type tickPusher interface {
 	PushScheduledTick(ctx context.Context, job dbqueue.NewJob, schedule, spec string, tick, next, window int64) (int64, bool, error)
 	PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error)
@@ -180,7 +184,7 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 		}
 		seen[j.Name] = true
 	}
-	s := &Scheduler{ext: core.Of(q).Ext.(tickPusher), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
+	s := &Scheduler{ext: core.ExtOf[workerSide](q), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

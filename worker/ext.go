@@ -23,4 +23,8 @@ type queueExt interface {
 	FinishLinked(ctx context.Context, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
 }
 
-func extOf(q *dbqueue.Queue) queueExt { return core.Of(q).Ext.(queueExt) }
+// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
+// package dbqueue's types); core.ExtOf reads it, checked at compile time.
+type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+
+func extOf(q *dbqueue.Queue) queueExt { return core.ExtOf[workerSide](q) }

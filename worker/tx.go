@@ -31,7 +31,7 @@ type txExt interface {
 	Snooze(ctx context.Context, job *dbqueue.Job, d time.Duration) error
 }
 
-func txExtOf(q *dbqueue.Queue) txExt { return core.Of(q).Ext.(txExt) }
+func txExtOf(q *dbqueue.Queue) txExt { return core.ExtOf[workerSide](q) }
 
 // HandleTx registers a transactional handler for jobs named name: for
 // each job the worker begins a transaction on the queue's database and

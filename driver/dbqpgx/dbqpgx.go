@@ -141,7 +141,7 @@ func PushTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, jobs ...dbqueue.Ne
 	if q.Dialect() != dbqueue.Postgres {
 		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx on a %s queue: a pgx transaction is a PostgreSQL one", q.Dialect())
 	}
-	return core.Of(q).Ext.(txPusher).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
+	return core.ExtOf[workerSide](q).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
 }
 
 // PushArgsTx is PushTx for typed jobs (see dbqueue.JobArgs): each args
@@ -159,12 +159,6 @@ func PushArgsTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args ...dbqueu
 		}
 	}
 	return PushTx(ctx, q, tx, jobs...)
-}
-
-// txPusher is what package dbqueue offers the driver packages for a push
-// inside a caller's transaction.
-type txPusher interface {
-	PushIn(ctx context.Context, tx sqldb.Execer, jobs []dbqueue.NewJob) ([]int64, error)
 }
 
 // OpenDB returns a database/sql pool over pool, for the migrations:

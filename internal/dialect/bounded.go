@@ -13,8 +13,7 @@ import (
 
 // Bounded reads counts and queue names with a bound on the index entries
 // each statement reads, whatever the size of the tables: what a dashboard
-// can afford on every refresh. Every dialect of this package has it (see
-// BoundedOf); it is a feature interface so that Dialect stays as it is.
+// can afford on every refresh.
 type Bounded interface {
 	// QueuesAfter lists up to limit names of queues that have rows and
 	// sort after after, in the database's order of the queue column: a
@@ -37,15 +36,6 @@ type Bounded interface {
 type CappedSizes struct {
 	QueueSizes
 	PendingCapped, DelayedCapped, ReservedCapped bool
-}
-
-// BoundedOf returns d's bounded reads.
-func BoundedOf(d Dialect) (Bounded, error) {
-	b, ok := d.(Bounded)
-	if !ok {
-		return nil, errors.New("dbqueue: this dialect has no bounded counts")
-	}
-	return b, nil
 }
 
 // QueuesAfter walks the queue index from name to name: each step is one

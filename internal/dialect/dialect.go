@@ -21,8 +21,20 @@ import (
 // Dialect is what dbqueue asks of a database. Methods that take an Execer
 // run inside the caller's transaction or on a pool; those that take a DB
 // may open transactions of their own. None retries: callers wrap them in
-// sqldb.Retry where a retry is safe.
+// sqldb.Retry where a retry is safe. The SQL of each feature beside the
+// jobs table is an interface of its own, which every dialect implements.
 type Dialect interface {
+	Uniquer
+	TickLocker
+	Limits
+	Batches
+	Lookup
+	TxFinisher
+	ErrorHistory
+	Searcher
+	Bounded
+	Operator
+
 	// Name is "postgres", "mysql" or "sqlite".
 	Name() string
 	// Tables are the tables this dialect was built for.
@@ -286,7 +298,7 @@ func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect,
 	return d, probeHistory(ctx, ex, d)
 }
 
-func open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
+func open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (database, error) {
 	d, err := build(name, t, MySQLServer{})
 	if err != nil {
 		return nil, err
@@ -327,7 +339,9 @@ type database interface {
 	Dialect
 	// forServer returns the dialect for the server ex is connected to,
 	// after reading what this database's statements depend on.
-	forServer(ctx context.Context, ex sqldb.Execer) (Dialect, error)
+	forServer(ctx context.Context, ex sqldb.Execer) (database, error)
+	// base is the common the dialect is built on.
+	base() *common
 }
 
 // databases builds the dialect of each name For takes.

@@ -184,7 +184,7 @@ func (m *mysql) CheckServer(ctx context.Context, ex sqldb.Execer) error {
 // forServer reads what the MySQL dialect needs to know of its server
 // (MySQLServer): whether it is MariaDB, and how it draws the ids of a
 // multi-row INSERT.
-func (m *mysql) forServer(ctx context.Context, ex sqldb.Execer) (Dialect, error) {
+func (m *mysql) forServer(ctx context.Context, ex sqldb.Execer) (database, error) {
 	var version string
 	if err := ex.QueryRow(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, fmt.Errorf("dbqueue: read the server version: %w", err)

@@ -12,9 +12,8 @@ import (
 
 // Operator is the SQL of the operator's view (migration 00009): the
 // per-minute metrics workers write, their heartbeat rows, and the
-// optional history of finished jobs. It is kept apart from Dialect, as
-// Limits is, because only the worker and the read API need it; get it
-// with OperatorOf.
+// optional history of finished jobs, which the worker writes and the
+// read API reads.
 //
 // Every time is the database clock in Unix seconds. Every statement is a
 // single one outside any session state, so it runs as it is through a
@@ -60,15 +59,6 @@ type Operator interface {
 
 	// DBNow reads the database clock.
 	DBNow(ctx context.Context, ex sqldb.Execer) (int64, error)
-}
-
-// OperatorOf returns d's Operator: every dialect of this package has one.
-func OperatorOf(d Dialect) (Operator, error) {
-	o, ok := d.(Operator)
-	if !ok {
-		return nil, errors.New("dbqueue: this dialect has no metrics and workers tables")
-	}
-	return o, nil
 }
 
 // MetricRow is one (queue, kind)'s counts to add to a minute.

@@ -312,7 +312,7 @@ func (p *postgres) CheckServer(ctx context.Context, ex sqldb.Execer) error {
 // forServer reads the type of failed_at: Laravel's is a timestamp without
 // time zone, dbqueue's own timestamptz. A missing table reads as
 // dbqueue's: the queue's table check reports it next.
-func (p *postgres) forServer(ctx context.Context, ex sqldb.Execer) (Dialect, error) {
+func (p *postgres) forServer(ctx context.Context, ex sqldb.Execer) (database, error) {
 	t := p.tables
 	var zoneless bool
 	err := ex.QueryRow(ctx, `SELECT COALESCE((SELECT atttypid = 'timestamp without time zone'::regtype FROM pg_attribute

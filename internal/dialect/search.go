@@ -10,8 +10,7 @@ import (
 
 // Searcher finds rows of jobs and failed_jobs for an operator, reading at
 // most a window of the newest rows by primary key, so no search reads a
-// whole table however it is asked. Every dialect implements it, and
-// callers assert it.
+// whole table however it is asked. Dialect embeds it.
 type Searcher interface {
 	// SearchJobs reads the rows of jobs that match f inside its window,
 	// newest first, handing each to keep until keep has taken f.Limit.

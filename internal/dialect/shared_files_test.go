@@ -162,8 +162,7 @@ func TestSharedFilesCheckFinds(t *testing.T) {
 // spelling's functions: a shared statement would otherwise call nil.
 func TestSpellingsComplete(t *testing.T) {
 	for name, build := range databases {
-		d := build(DefaultTables, MySQLServer{})
-		c := d.(interface{ base() *common }).base()
+		c := build(DefaultTables, MySQLServer{}).base()
 		v := reflect.ValueOf(c.spelling)
 		for i := range v.NumField() {
 			if f := v.Field(i); f.Kind() == reflect.Func && f.IsNil() {

@@ -232,6 +232,6 @@ func (s *sqlite) CheckServer(ctx context.Context, ex sqldb.Execer) error {
 }
 
 // forServer: the SQLite dialect depends on nothing of its database.
-func (s *sqlite) forServer(context.Context, sqldb.Execer) (Dialect, error) { return s, nil }
+func (s *sqlite) forServer(context.Context, sqldb.Execer) (database, error) { return s, nil }
 
 var _ database = (*sqlite)(nil)

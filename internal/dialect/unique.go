@@ -42,8 +42,8 @@ type UniqueLock struct {
 	ExpiresAt, StaleAt *int64
 }
 
-// Uniquer is the SQL of unique jobs. Every dialect implements it; it is
-// kept apart from Dialect so that the feature stays in its own file.
+// Uniquer is the SQL of unique jobs, kept in its own file; Dialect embeds
+// it.
 //
 // A lock is live while its row exists, has not expired, and its job is
 // still in the state its mode guards (in jobs; never claimed). Deriving

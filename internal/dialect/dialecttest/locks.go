@@ -12,7 +12,7 @@ import (
 // lock was refused) and the holder a refusal named.
 func (s *suite) acquire(t *testing.T, queue string, l dialect.UniqueLock) (id, holder int64) {
 	t.Helper()
-	u := s.Dialect.(dialect.Uniquer)
+	u := s.Dialect
 	err := sqldb.InTx(s.ctx, s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
 		h, ok, err := u.AcquireUnique(s.ctx, tx, l)
 		if err != nil || !ok {
@@ -83,7 +83,7 @@ func unique(t *testing.T, s *suite) {
 	}
 	// Pruning removes locks that hold nothing and keeps live ones.
 	s.exec(t, "UPDATE "+s.Dialect.Tables().UniqueTable()+" SET expires_at = ? WHERE lock_key = ?", past, expiring.Key)
-	if n := must[int64](t, "prune")(s.Dialect.(dialect.Uniquer).PruneUnique(s.ctx, s.DB, 1000)); n < 1 {
+	if n := must[int64](t, "prune")(s.Dialect.PruneUnique(s.ctx, s.DB, 1000)); n < 1 {
 		t.Fatalf("prune deleted %d locks, want at least the expired one", n)
 	}
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().UniqueTable()+" WHERE lock_key = ?", expiring.Key); n != 0 {
@@ -98,7 +98,7 @@ func unique(t *testing.T, s *suite) {
 // passed; named locks go to one owner at a time and are taken over when
 // expired.
 func limitsAndLocks(t *testing.T, s *suite) {
-	l := must[dialect.Limits](t, "limits")(dialect.LimitsOf(s.Dialect))
+	l := s.Dialect
 	name := s.queue(t)
 	for want := int64(1); want <= 3; want++ {
 		hits, left := must2(t, "hit")(l.Hit(s.ctx, s.DB, name, 60))
@@ -161,7 +161,7 @@ func limitsAndLocks(t *testing.T, s *suite) {
 // A periodic tick's lock is taken once per tick: the same tick again is
 // refused, the next one takes it over.
 func tickLocks(t *testing.T, s *suite) {
-	tl := s.Dialect.(dialect.TickLocker)
+	tl := s.Dialect
 	key := s.queue(t)
 	now := s.now(t)
 	tick := func(at int64) bool {

@@ -13,7 +13,7 @@ import (
 // next link and counts the outcome in the batch, all or nothing: a stale
 // reservation changes nothing. A cancelled batch reads as cancelled.
 func batches(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	q := s.queue(t)
 	id := q + "-batch"
 	row := dialect.BatchRow{ID: id, Name: "conformance", TotalJobs: 2, PendingJobs: 2, Options: dialect.BatchOptions(false)}
@@ -113,7 +113,7 @@ func signals(t *testing.T, s *suite) {
 // Lookup reads each row's state from the database's clock, cancels only
 // rows nobody holds, and makes a delayed row due.
 func lookup(t *testing.T, s *suite) {
-	l := s.Dialect.(dialect.Lookup)
+	l := s.Dialect
 	q := s.queue(t)
 	ids := s.insert(t, []dialect.PushRow{
 		{Queue: q, Payload: payload(q, 0)},
