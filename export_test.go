@@ -101,5 +101,5 @@ func ReadyText(d Dialect) string {
 }
 
 // WorkerSide is the worker side a Queue carries, for the external tests
-// that reach it as package worker does: core.ExtOf[dbqueue.WorkerSide](q).
+// that reach it as package worker does: core.WorkerSideOf[dbqueue.WorkerSide](q).
 type WorkerSide = workerSide

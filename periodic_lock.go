@@ -33,7 +33,7 @@ func (errTickTaken) Error() string { return "periodic tick already pushed" }
 //     name pushed with the same job.
 //
 // pushed is false when the tick was taken. Package periodic uses it.
-func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec string, tick, next, keep int64) (id int64, pushed bool, err error) {
+func (e workerOps) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec string, tick, next, keep int64) (id int64, pushed bool, err error) {
 	q := e.q
 	rows, err := q.rows([]NewJob{job})
 	if err != nil {
@@ -89,7 +89,7 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 // PruneTickLocks deletes the periodic scheduler's locks that nothing can
 // need any more (see dialect.TickLocker), up to limit, and returns how
 // many. Package periodic calls it now and then.
-func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
+func (e workerOps) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
 	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
 		n, err = e.q.sql.PruneTickLocks(ctx, e.q.db, grace, limit)

@@ -28,9 +28,9 @@ const (
 // nothing else can.
 type handle = core.Handle[workerSide]
 
-// workerSide is core.Ext over this package's types: the worker side a
-// Queue carries (ext), as the packages that use it name it.
-type workerSide = core.Ext[*Job, Releasing, *Batch, NewJob, Search, SearchResult[struct{}]]
+// workerSide is core.WorkerSide over this package's types: the worker side a
+// Queue carries (workerOps), as the packages that use it name it.
+type workerSide = core.WorkerSide[*Job, Releasing, *Batch, NewJob, Search, SearchResult[struct{}]]
 
 // Queue is a handle on the jobs and failed_jobs tables of one database. It
 // is safe for concurrent use; make one per database and share it.
@@ -248,7 +248,7 @@ func newQueue(ctx context.Context, conn sqldb.Conn, dsn string, opts []Option) (
 	q.handle = core.NewHandle(&core.Queue{
 		DB: q.db, Dialect: d, Connection: q.connection, DefaultQueue: q.queue,
 		RetryAfter: q.retryAfter, Redact: q.Redact,
-	}, workerSide(ext{q}))
+	}, workerSide(workerOps{q}))
 	return q, nil
 }
 

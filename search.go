@@ -168,7 +168,7 @@ func (q *Queue) SearchJobs(ctx context.Context, s Search) (SearchResult[JobInfo]
 }
 
 // searchFailed is SearchJobs on failed_jobs, for package failed (through
-// ext): the rows come back as stored, for the store to redact as it shows
+// workerOps): the rows come back as stored, for the store to redact as it shows
 // them; they matched once redacted.
 func (q *Queue) searchFailed(ctx context.Context, s Search) ([]dialect.FailedRow, SearchResult[struct{}], error) {
 	uuid := s.UUID

@@ -198,7 +198,7 @@ func (q *Queue) PruneUnique(ctx context.Context) (int64, error) {
 
 // DBNow reads the database's clock, in Unix seconds: the clock every
 // process of a periodic schedule agrees on.
-func (e ext) DBNow(ctx context.Context) (int64, error) {
+func (e workerOps) DBNow(ctx context.Context) (int64, error) {
 	var now int64
 	err := sqldb.Retry(ctx, func() (err error) {
 		now, err = e.q.sql.DBNow(ctx, e.q.db)

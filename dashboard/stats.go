@@ -484,9 +484,9 @@ func (s *sampler) takePage(ctx context.Context, after string, failed map[string]
 	return page, nil
 }
 
-// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
-// package dbqueue's types); core.ExtOf reads it, checked at compile time.
-type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+// workerSide is the worker side a dbqueue.Queue carries (core.WorkerSide over
+// package dbqueue's types); core.WorkerSideOf reads it, checked at compile time.
+type workerSide = core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
 
 // signaler reads pause signals: package dbqueue's worker side.
 type signaler interface {
@@ -495,7 +495,7 @@ type signaler interface {
 
 // paused reads which of names are paused, a thousand names a query.
 func (s *sampler) paused(ctx context.Context, names []string) (map[string]bool, error) {
-	var sig signaler = core.ExtOf[workerSide](s.q)
+	var sig signaler = core.WorkerSideOf[workerSide](s.q)
 	out := map[string]bool{}
 	for chunk := range slices.Chunk(names, 1000) {
 		_, p, err := sig.Signals(ctx, chunk)

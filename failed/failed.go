@@ -42,7 +42,7 @@ type Store struct {
 	// redact is the queue's Redactor (dbqueue.WithRedactor), for payloads
 	// read for showing.
 	redact func(name string, payload []byte) []byte
-	ext    searcher // package dbqueue's worker side
+	search searcher // package dbqueue's worker side
 }
 
 // New returns a Store on the database (and failed jobs table) of q. It
@@ -52,7 +52,7 @@ func New(q *dbqueue.Queue) (*Store, error) {
 		return nil, errors.New("dbqueue: failed.New: nil queue: open one with dbqueue.Open or dbqueue.New first")
 	}
 	c := core.Of(q)
-	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact, ext: core.ExtOf[workerSide](q)}, nil
+	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact, search: core.WorkerSideOf[workerSide](q)}, nil
 }
 
 // Job is a row of failed_jobs.
@@ -209,9 +209,9 @@ func (s *Store) jobsOf(rows []dialect.FailedRow) []Job {
 	return jobs
 }
 
-// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
-// package dbqueue's types); core.ExtOf reads it, checked at compile time.
-type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+// workerSide is the worker side a dbqueue.Queue carries (core.WorkerSide over
+// package dbqueue's types); core.WorkerSideOf reads it, checked at compile time.
+type workerSide = core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
 
 // searcher is the part of package dbqueue's worker side Search uses.
 type searcher interface {
@@ -224,7 +224,7 @@ type searcher interface {
 // dbqueue.Queue.SearchJobs does in jobs. Errors are left nil (Find reads
 // them).
 func (s *Store) Search(ctx context.Context, search dbqueue.Search) (dbqueue.SearchResult[Job], error) {
-	rows, res, err := s.ext.SearchFailed(ctx, search)
+	rows, res, err := s.search.SearchFailed(ctx, search)
 	if err != nil {
 		return dbqueue.SearchResult[Job]{}, err
 	}

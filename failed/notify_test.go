@@ -97,5 +97,5 @@ func TestRetryWakesListeners(t *testing.T) {
 // wakeups subscribes to a queue's wake-ups as a worker does (the worker side
 // of dbqueue, reached through internal/core).
 func wakeups(q *dbqueue.Queue, queues ...string) (<-chan struct{}, func()) {
-	return core.ExtOf[core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]](q).Wakeups(queues...)
+	return core.WorkerSideOf[core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]](q).Wakeups(queues...)
 }

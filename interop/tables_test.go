@@ -232,5 +232,5 @@ func newStore(t testing.TB, q *dbqueue.Queue) *failed.Store {
 // unreserve gives a held job back as a worker does with one it never
 // started (the worker side of dbqueue, reached through internal/core).
 func unreserve(ctx context.Context, q *dbqueue.Queue, job *dbqueue.Job) error {
-	return core.ExtOf[core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]](q).Unreserve(ctx, job)
+	return core.WorkerSideOf[core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]](q).Unreserve(ctx, job)
 }

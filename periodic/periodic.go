@@ -139,7 +139,7 @@ type Options struct {
 
 // Scheduler pushes its jobs at their ticks.
 type Scheduler struct {
-	ext    tickPusher
+	pusher tickPusher
 	jobs   []Job
 	log    *slog.Logger
 	catch  int
@@ -147,9 +147,9 @@ type Scheduler struct {
 	known  bool          // offset was measured
 }
 
-// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
-// package dbqueue's types); core.ExtOf reads it, checked at compile time.
-type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+// workerSide is the worker side a dbqueue.Queue carries (core.WorkerSide over
+// package dbqueue's types); core.WorkerSideOf reads it, checked at compile time.
+type workerSide = core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
 
 type tickPusher interface {
 	PushScheduledTick(ctx context.Context, job dbqueue.NewJob, schedule, spec string, tick, next, window int64) (int64, bool, error)
@@ -184,7 +184,7 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 		}
 		seen[j.Name] = true
 	}
-	s := &Scheduler{ext: core.ExtOf[workerSide](q), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
+	s := &Scheduler{pusher: core.WorkerSideOf[workerSide](q), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -331,7 +331,7 @@ func (s *Scheduler) pushDue(ctx context.Context, j Job, tick, now int64) (int64,
 		if next == never {
 			until = tick + 1
 		}
-		if _, _, err := s.ext.PushScheduledTick(ctx, j.New(at(tick)), j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second)); err != nil {
+		if _, _, err := s.pusher.PushScheduledTick(ctx, j.New(at(tick)), j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second)); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("periodic: push failed; retrying", "job", j.Name, "tick", at(tick), "error", err)
 			}
@@ -362,7 +362,7 @@ func (s *Scheduler) skip(ctx context.Context, j Job, tick, next, now int64) (int
 func (s *Scheduler) prune(ctx context.Context) {
 	grace := int64((maxLate + margin) / time.Second)
 	for range 100 {
-		n, err := s.ext.PruneTickLocks(ctx, grace, pruneBatch)
+		n, err := s.pusher.PruneTickLocks(ctx, grace, pruneBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("periodic: cannot prune old tick locks; will try again", "error", err)
@@ -380,7 +380,7 @@ func (s *Scheduler) prune(ctx context.Context) {
 // reading can only show the offset too small: the largest seen is the best.
 func (s *Scheduler) now(ctx context.Context) (int64, error) {
 	local := time.Now()
-	now, err := s.ext.DBNow(ctx)
+	now, err := s.pusher.DBNow(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -47,7 +47,7 @@ func (c *completer) flush(batch []*dbqueue.Job) {
 	wait := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		lost, err := c.w.ext.DeleteMany(ctx, batch)
+		lost, err := c.w.ops.DeleteMany(ctx, batch)
 		cancel()
 		if err == nil {
 			for _, j := range lost {

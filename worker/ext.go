@@ -7,9 +7,9 @@ import (
 	"github.com/dbqueue/dbqueue/internal/core"
 )
 
-// queueExt is the worker side of a dbqueue.Queue, kept off its public API
+// queueOps is the worker side of a dbqueue.Queue, kept off its public API
 // and reached through internal/core.
-type queueExt interface {
+type queueOps interface {
 	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
 	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
 	Reserve(ctx context.Context, n int, queues []string, failed func(job *dbqueue.Job, cause error), short func(queue string)) ([]*dbqueue.Job, error)
@@ -23,8 +23,8 @@ type queueExt interface {
 	FinishLinked(ctx context.Context, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
 }
 
-// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
-// package dbqueue's types); core.ExtOf reads it, checked at compile time.
-type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+// workerSide is the worker side a dbqueue.Queue carries (core.WorkerSide over
+// package dbqueue's types); core.WorkerSideOf reads it, checked at compile time.
+type workerSide = core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
 
-func extOf(q *dbqueue.Queue) queueExt { return core.ExtOf[workerSide](q) }
+func opsOf(q *dbqueue.Queue) queueOps { return core.WorkerSideOf[workerSide](q) }

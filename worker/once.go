@@ -82,7 +82,7 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	if len(w.handlerMap()) == 0 {
 		return nil, errors.New("worker: RunOnce: no handlers registered: call Handle or Register first")
 	}
-	sig, err := readSignals(ctx, w.ext, w.opts.Queues)
+	sig, err := readSignals(ctx, w.ops, w.opts.Queues)
 	if err != nil {
 		return nil, fmt.Errorf("worker: RunOnce: read the pause signals: %w", err)
 	}
@@ -105,7 +105,7 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 		claimFailed []*Result
 	)
 	for {
-		got, err := w.ext.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
+		got, err := w.ops.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
 			claimFailed = append(claimFailed, &Result{Job: job, Err: cause})
 		}, nil)
 		jobs = append(jobs, got...)

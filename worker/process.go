@@ -141,7 +141,7 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 			// the work is done, so do not run it again.
 			r.finish(job, func() {
 				var err error
-				if w.ext.Linked(job) {
+				if w.ops.Linked(job) {
 					if err = r.finishLinked(job, nil); w.recurs(err) {
 						r.fail(job, a.h, res.took, successUnwritable(job, err))
 						return
@@ -252,7 +252,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 			fn(ctx, job, o.delay)
 		}
 	case o != nil && o.kind == outcomeSnooze:
-		err := r.persist(ctx, job, func() error { return txExtOf(r.w.q).Snooze(context.WithoutCancel(ctx), job, o.delay) })
+		err := r.persist(ctx, job, func() error { return txOpsOf(r.w.q).Snooze(context.WithoutCancel(ctx), job, o.delay) })
 		r.logJob(job, res.took, "snoozed", err, "delay", o.delay)
 		if err == nil {
 			r.count(job, countReleased, res.took, true)
@@ -297,7 +297,7 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 		failed  bool
 	)
 	if p.MaxExceptions != nil {
-		payload, err = r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
+		payload, err = r.w.ops.WithKey(job.RawPayload, "exceptions", exceptions)
 		if err != nil {
 			// The count cannot be carried: releasing without it would let
 			// the job run past its maxExceptions.
@@ -440,7 +440,7 @@ func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error
 func (r *run) failAs(job *dbqueue.Job, h *handler, took time.Duration, cause error, outcome string) {
 	w, ctx := r.w, r.jobCtx
 	var err error
-	if w.ext.Linked(job) {
+	if w.ops.Linked(job) {
 		err = r.finishLinked(job, cause) // also counts its batch
 	} else {
 		err = r.persist(ctx, job, func() error { return w.q.Fail(context.WithoutCancel(ctx), job, cause) })

@@ -23,7 +23,7 @@ var ErrWedged = errors.New("worker: every goroutine is stuck in a handler that i
 // Worker runs jobs from one queue connection. Register handlers, then Run.
 type Worker struct {
 	q    *dbqueue.Queue
-	ext  queueExt
+	ops  queueOps
 	opts Options
 	log  *slog.Logger
 	// weights orders each claim's queues when QueueWeights is set.
@@ -60,7 +60,7 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 		opts.Queues = []string{q.DefaultQueue()}
 	}
 	return &Worker{
-		q: q, ext: extOf(q), opts: opts, weights: newWeights(opts), adaptive: adaptive,
+		q: q, ops: opsOf(q), opts: opts, weights: newWeights(opts), adaptive: adaptive,
 		log: opts.Logger.With("worker", opts.Name),
 	}, nil
 }
@@ -191,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return err
 	}
 
-	wake, unsubscribe := w.ext.Wakeups(w.opts.Queues...)
+	wake, unsubscribe := w.ops.Wakeups(w.opts.Queues...)
 	defer unsubscribe()
 	r.wake = wake
 	r.done = newCompleter(w)
@@ -269,7 +269,7 @@ const abandonAfter = 2 * time.Second
 // tables are found.
 func (r *run) firstSignals(ctx context.Context) (signals, error) {
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 30*time.Second) {
-		sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues)
+		sig, err := readSignals(ctx, r.w.ops, r.w.opts.Queues)
 		if err == nil {
 			r.paused.Store(&sig.paused)
 			return sig, nil
@@ -299,7 +299,7 @@ func (r *run) watch(ctx context.Context, restartAt int64) {
 		// idle worker poll the jobs table every SignalInterval, however
 		// long its Sleep.
 		news := false
-		if sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues); err == nil {
+		if sig, err := readSignals(ctx, r.w.ops, r.w.opts.Queues); err == nil {
 			if sig.restart != restartAt && r.restartAt.Load() != -1 {
 				r.restartAt.Store(-1) // changed: stop
 				news = true
@@ -581,7 +581,7 @@ func (r *run) claim(ctx context.Context, n int, active *[]string, order []string
 func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error) {
 	rctx, cancel := context.WithTimeout(ctx, reserveTimeout)
 	defer cancel()
-	return r.w.ext.ReadyQueues(rctx, queues)
+	return r.w.ops.ReadyQueues(rctx, queues)
 }
 
 // reserve claims jobs without letting a cancellation cut the claim short:
@@ -592,7 +592,7 @@ func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error
 func (r *run) reserve(ctx context.Context, n int, queues []string, short func(queue string)) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.ext.Reserve(rctx, n, queues, r.claimFailed, short)
+	return r.w.ops.Reserve(rctx, n, queues, r.claimFailed, short)
 }
 
 // claimFailed reports a job the claim moved to failed_jobs without running
@@ -712,7 +712,7 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 	// Retried while the grace period lasts; once running jobs are
 	// cancelled, one try, so Run is not held: a job not given back comes
 	// back after retry_after.
-	err := r.persist(r.jobCtx, job, func() error { return r.w.ext.Unreserve(ctx, job) })
+	err := r.persist(r.jobCtx, job, func() error { return r.w.ops.Unreserve(ctx, job) })
 	r.logJob(job, 0, "given back", err, "why", why)
 	switch ev := r.w.opts.Events; {
 	case err != nil:

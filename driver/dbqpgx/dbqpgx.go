@@ -141,7 +141,7 @@ func PushTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, jobs ...dbqueue.Ne
 	if q.Dialect() != dbqueue.Postgres {
 		return nil, fmt.Errorf("dbqueue: dbqpgx.PushTx on a %s queue: a pgx transaction is a PostgreSQL one", q.Dialect())
 	}
-	return core.ExtOf[workerSide](q).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
+	return core.WorkerSideOf[workerSide](q).PushIn(ctx, pgxTx{pgxExec: pgxExec{tx}, tx: tx}, jobs)
 }
 
 // PushArgsTx is PushTx for typed jobs (see dbqueue.JobArgs): each args

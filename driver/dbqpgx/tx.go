@@ -16,9 +16,9 @@ import (
 
 // txFinisher is what package dbqueue offers the driver packages to end a
 // held job inside a caller's transaction.
-// workerSide is the worker side a dbqueue.Queue carries (core.Ext over
-// package dbqueue's types); core.ExtOf reads it, checked at compile time.
-type workerSide = core.Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
+// workerSide is the worker side a dbqueue.Queue carries (core.WorkerSide over
+// package dbqueue's types); core.WorkerSideOf reads it, checked at compile time.
+type workerSide = core.WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob, dbqueue.Search, dbqueue.SearchResult[struct{}]]
 
 type txFinisher interface {
 	CompleteIn(ctx context.Context, tx sqldb.Tx, job *dbqueue.Job) (before, after *dbqueue.Batch, err error)
@@ -39,7 +39,7 @@ func finisherFor(op string, q *dbqueue.Queue, tx pgx.Tx, job *dbqueue.Job) (txFi
 	case q.Dialect() != dbqueue.Postgres:
 		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s on a %s queue: a pgx transaction is a PostgreSQL one", op, q.Dialect())
 	}
-	return core.ExtOf[workerSide](q), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+	return core.WorkerSideOf[workerSide](q), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
 }
 
 // CompleteTx is dbqueue.Queue.CompleteTx for a pgx transaction: the held

@@ -31,7 +31,7 @@ type Queue struct {
 }
 
 // Handle is embedded in dbqueue.Queue: its core, and its worker side,
-// of type E (Ext over package dbqueue's types).
+// of type E (WorkerSide over package dbqueue's types).
 type Handle[E any] struct {
 	q    *Queue
 	side E
@@ -55,20 +55,20 @@ func Of(h Holder) *Queue {
 	return h.coreQueue()
 }
 
-// ExtOf returns the worker side of h, a *dbqueue.Queue. E is spelled
-// Ext[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob,
+// WorkerSideOf returns the worker side of h, a *dbqueue.Queue. E is spelled
+// WorkerSide[*dbqueue.Job, dbqueue.Releasing, *dbqueue.Batch, dbqueue.NewJob,
 // dbqueue.Search, dbqueue.SearchResult[struct{}]], the type the queue
 // carries: with any other type the call does not compile.
-func ExtOf[E any](h interface{ workerSide() E }) E { return h.workerSide() }
+func WorkerSideOf[E any](h interface{ workerSide() E }) E { return h.workerSide() }
 
-// Ext is the worker side of a dbqueue.Queue: the operations package
+// WorkerSide is the worker side of a dbqueue.Queue: the operations package
 // worker, failed, periodic, the dashboard and the driver packages need
 // and an application does not. Its type parameters are package
 // dbqueue's types, which core cannot import: Job is *dbqueue.Job,
 // Releasing dbqueue.Releasing, Batch *dbqueue.Batch, NewJob
 // dbqueue.NewJob, Search dbqueue.Search and SearchResult
 // dbqueue.SearchResult[struct{}].
-type Ext[Job, Releasing, Batch, NewJob, Search, SearchResult any] interface {
+type WorkerSide[Job, Releasing, Batch, NewJob, Search, SearchResult any] interface {
 	// DeleteMany deletes jobs that succeeded and returns those no longer
 	// held.
 	DeleteMany(ctx context.Context, jobs []Job) ([]Job, error)
