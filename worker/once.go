@@ -186,14 +186,14 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 func (r *run) once(sl *slot, job *dbqueue.Job, done func()) {
 	r.inFlight.Add(1)
 	defer func() {
-		if o := sl.orphan; o != nil {
-			sl.orphan = nil
+		if exited := sl.exited; exited != nil {
+			sl.exited = nil
 			go func() {
 				defer func() { // deferred: a hook may end this goroutine too
 					r.inFlight.Add(-1)
 					done()
 				}()
-				r.afterCall(sl, o.a, o.res)
+				r.afterCall(sl, exited.attempt, exited.result)
 			}()
 			return
 		}

@@ -121,7 +121,7 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 	res := r.call(sl, a)
 	// call returned: the handler did not end the goroutine. (With
 	// GODEBUG=panicnil=1, panic(nil) recovers as nil and looks like it.)
-	sl.orphan = nil
+	sl.exited = nil
 	return r.afterCall(sl, a, res)
 }
 
@@ -177,7 +177,7 @@ var errGoexit = errors.New("the handler called runtime.Goexit (t.Fatal or t.Fail
 
 // call runs the handler on this goroutine, turning a panic into an error
 // with its stack. A handler that ends the goroutine (runtime.Goexit)
-// leaves the attempt in sl.orphan, for whoever started the goroutine to
+// leaves the attempt in sl.exited, for whoever started the goroutine to
 // finish on another (see run.runner).
 func (r *run) call(sl *slot, a *attempt) (res result) {
 	returned := false
@@ -194,17 +194,17 @@ func (r *run) call(sl *slot, a *attempt) (res result) {
 		// it finishes the job on another. (Or panic(nil) under
 		// GODEBUG=panicnil=1, when call returns after all.)
 		res.err = errPanicNil
-		sl.orphan = &orphan{a: a, res: result{err: errGoexit, took: res.took}}
+		sl.exited = &exitedCall{attempt: a, result: result{err: errGoexit, took: res.took}}
 	}()
 	res.err = a.h.run(a, a.job)
 	returned = true
 	return res
 }
 
-// orphan is an attempt whose handler ended its goroutine.
-type orphan struct {
-	a   *attempt
-	res result
+// exitedCall is an attempt whose handler ended its goroutine.
+type exitedCall struct {
+	attempt *attempt
+	result  result
 }
 
 // dbClock is the database's clock at the job's reservation, moved on by

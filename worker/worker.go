@@ -660,9 +660,9 @@ func (r *run) activeQueues() *[]string {
 // the runner on to a new goroutine, which finishes that job first.
 func (r *run) runner(sl *slot, done func()) {
 	defer func() {
-		if o := sl.orphan; o != nil {
-			sl.orphan = nil
-			go r.carryOn(sl, o, done)
+		if exited := sl.exited; exited != nil {
+			sl.exited = nil
+			go r.finishExitedCall(sl, exited, done)
 			return
 		}
 		sl.retire()
@@ -679,16 +679,16 @@ func (r *run) runner(sl *slot, done func()) {
 	}
 }
 
-// carryOn finishes the job whose handler ended its runner's goroutine,
+// finishExitedCall finishes the job whose handler ended its runner's goroutine,
 // then runs as that runner. Deferred, so a hook that ends this goroutine
 // too still leaves the job counted and a runner running.
-func (r *run) carryOn(sl *slot, o *orphan, done func()) {
+func (r *run) finishExitedCall(sl *slot, exited *exitedCall, done func()) {
 	counted := false
 	defer func() {
 		r.jobDone(counted)
 		go r.runner(sl, done)
 	}()
-	counted = r.afterCall(sl, o.a, o.res)
+	counted = r.afterCall(sl, exited.attempt, exited.result)
 }
 
 // jobDone accounts for a job its runner is done with.
