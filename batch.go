@@ -87,7 +87,7 @@ func newBatch(r dialect.BatchRow) *Batch {
 	return b
 }
 
-func (q *Queue) batches() dialect.Batches { return q.sql.(dialect.Batches) }
+func (q *Queue) batches() dialect.Batches { return q.sql }
 
 // maxBatchName is the width of job_batches.name.
 const maxBatchName = 255

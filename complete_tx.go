@@ -189,7 +189,7 @@ func (q *Queue) failIn(ctx context.Context, tx sqldb.Tx, job *Job, cause error) 
 	return q.finishIn(ctx, tx, job, f, "fail")
 }
 
-func (q *Queue) finisher() dialect.TxFinisher { return q.sql.(dialect.TxFinisher) }
+func (q *Queue) finisher() dialect.TxFinisher { return q.sql }
 
 // CommitOutcome is what a transaction that ended a job did, as
 // ResolveCommit found it.
@@ -291,18 +291,18 @@ func (q *Queue) ResolveCommit(ctx context.Context, job *Job) (CommitOutcome, err
 
 // CompleteIn is CompleteTx on any transaction; it returns the job's batch
 // before and after its count.
-func (e ext) CompleteIn(ctx context.Context, tx sqldb.Tx, job *Job) (before, after *Batch, err error) {
+func (e workerOps) CompleteIn(ctx context.Context, tx sqldb.Tx, job *Job) (before, after *Batch, err error) {
 	return e.q.completeIn(ctx, tx, job)
 }
 
 // ReleaseIn is ReleaseTx (SnoozeTx with giveBack) on any transaction.
-func (e ext) ReleaseIn(ctx context.Context, tx sqldb.Tx, job *Job, delay time.Duration, giveBack bool) error {
+func (e workerOps) ReleaseIn(ctx context.Context, tx sqldb.Tx, job *Job, delay time.Duration, giveBack bool) error {
 	return e.q.releaseIn(ctx, tx, job, delay, giveBack)
 }
 
 // FailIn is FailTx on any transaction; it returns the job's batch before
 // and after its count.
-func (e ext) FailIn(ctx context.Context, tx sqldb.Tx, job *Job, cause error) (before, after *Batch, err error) {
+func (e workerOps) FailIn(ctx context.Context, tx sqldb.Tx, job *Job, cause error) (before, after *Batch, err error) {
 	return e.q.failIn(ctx, tx, job, cause)
 }
 
@@ -326,14 +326,14 @@ func (q *Queue) Snooze(ctx context.Context, job *Job, d time.Duration) error {
 }
 
 // Snooze is Queue.Snooze, for the worker.
-func (e ext) Snooze(ctx context.Context, job *Job, d time.Duration) error {
+func (e workerOps) Snooze(ctx context.Context, job *Job, d time.Duration) error {
 	return e.q.Snooze(ctx, job, d)
 }
 
 // BeginNative begins a transaction on the queue's pool as a value of
 // type as (*sql.Tx, pgx.Tx; see NativeTx) for a transactional handler,
 // with the same transaction adapted for the ends above.
-func (e ext) BeginNative(ctx context.Context, as reflect.Type) (native any, tx sqldb.Tx, err error) {
+func (e workerOps) BeginNative(ctx context.Context, as reflect.Type) (native any, tx sqldb.Tx, err error) {
 	b, ok := e.q.db.(sqldb.NativeBeginner)
 	if !ok {
 		return nil, nil, fmt.Errorf("dbqueue: the %s queue's pool cannot begin a transaction for a handler", e.q.dialect)
@@ -347,7 +347,7 @@ func (e ext) BeginNative(ctx context.Context, as reflect.Type) (native any, tx s
 
 // NativeTx are the transaction types BeginNative can begin, none when the
 // pool begins none.
-func (e ext) NativeTx() []reflect.Type {
+func (e workerOps) NativeTx() []reflect.Type {
 	if b, ok := e.q.db.(sqldb.NativeBeginner); ok {
 		return b.NativeTx()
 	}

@@ -23,7 +23,7 @@ func BenchmarkDeleteBatch(b *testing.B) {
 		b.Run(string(d), func(b *testing.B) {
 			db := dbtest.New(b, d)
 			q := db.Queue(b)
-			fin := core.Of(q).Ext.(deleter)
+			var fin deleter = core.WorkerSideOf[dbqueue.WorkerSide](q)
 			jobs := make([]dbqueue.NewJob, 100)
 			for i := range jobs {
 				jobs[i] = dbqueue.NewJob{Name: "bench", Data: map[string]int{"n": i}}

@@ -99,3 +99,7 @@ func ReadyText(d Dialect) string {
 	}
 	return dialect.ReadyText(sd)
 }
+
+// WorkerSide is the worker side a Queue carries, for the external tests
+// that reach it as package worker does: core.WorkerSideOf[dbqueue.WorkerSide](q).
+type WorkerSide = workerSide

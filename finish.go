@@ -26,7 +26,7 @@ const finishChunk = 1000
 // in the database: a chain link that cannot be pushed, a payload a
 // release cannot write. Running the finish again meets it again, so a
 // worker fails the job at once instead of retrying until its reservation
-// runs out and running a job that succeeded again (see ext.Unwritable).
+// runs out and running a job that succeeded again (see workerOps.Unwritable).
 type unwritable struct{ err error }
 
 func (u unwritable) Error() string { return u.err.Error() }

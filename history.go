@@ -83,7 +83,7 @@ func releaseError(cause error) *dialect.ReleaseError {
 	return &dialect.ReleaseError{Error: dialect.StorableText(cause.Error(), ErrorHistoryBytes), Worker: thisWorker}
 }
 
-func (q *Queue) errorHistory() dialect.ErrorHistory { return q.sql.(dialect.ErrorHistory) }
+func (q *Queue) errorHistory() dialect.ErrorHistory { return q.sql }
 
 // ReleaseAfterError is Release for an attempt that failed with cause: the
 // job is put back after delay and cause is added to its error history

@@ -11,7 +11,7 @@ import (
 	"github.com/dbqueue/dbqueue/internal/dbtest"
 )
 
-// finisher is the batched finishes a worker uses (package worker's ext).
+// finisher is the batched finishes a worker uses (package worker's queueOps).
 type finisher interface {
 	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
 	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
@@ -36,7 +36,7 @@ func BenchmarkErrorHistory(b *testing.B) {
 		b.Run(string(d), func(b *testing.B) {
 			db := dbtest.New(b, d)
 			q := db.Queue(b)
-			fin := core.Of(q).Ext.(finisher)
+			var fin finisher = core.WorkerSideOf[dbqueue.WorkerSide](q)
 			cause := errors.New("upstream answered 503 Service Unavailable")
 			held := func(b *testing.B, withHistory bool) []*dbqueue.Job {
 				b.Helper()

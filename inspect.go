@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -88,11 +87,7 @@ func (q *Queue) QueuesAfter(ctx context.Context, after string, limit int) ([]str
 	if limit <= 0 || limit > MaxQueuesAfter {
 		return nil, fmt.Errorf("dbqueue: QueuesAfter: limit %d: use 1 to %d", limit, MaxQueuesAfter)
 	}
-	b, err := dialect.BoundedOf(q.sql)
-	if err != nil {
-		return nil, err
-	}
-	names, err := b.QueuesAfter(ctx, q.db, after, limit)
+	names, err := q.sql.QueuesAfter(ctx, q.db, after, limit)
 	if err != nil {
 		return nil, sqldb.Wrap("list queues", err)
 	}
@@ -123,11 +118,7 @@ func (q *Queue) SizesCapped(ctx context.Context, queues []string, limit int64) (
 	if limit <= 0 {
 		return nil, fmt.Errorf("dbqueue: SizesCapped: limit %d: use at least 1", limit)
 	}
-	b, err := dialect.BoundedOf(q.sql)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := b.CappedSizes(ctx, q.db, queues, limit)
+	rows, err := q.sql.CappedSizes(ctx, q.db, queues, limit)
 	if err != nil {
 		return nil, sqldb.Wrap("capped sizes", err)
 	}

@@ -114,7 +114,7 @@ const (
 	maxJobsPage     = 1000
 )
 
-func (q *Queue) lookup() dialect.Lookup { return q.sql.(dialect.Lookup) }
+func (q *Queue) lookup() dialect.Lookup { return q.sql }
 
 // Job reads one job by id with its state, for dashboards and for code
 // that pushed it and wants to know where it is. A job no longer in the

@@ -129,10 +129,7 @@ type Metrics struct {
 // A Step of whole hours reads the hourly table of migration 00011, whose
 // rows are the sums of the minutes' (the minutes, where it is missing).
 func (q *Queue) Metrics(ctx context.Context, mq MetricsQuery) (Metrics, error) {
-	op, err := dialect.OperatorOf(q.sql)
-	if err != nil {
-		return Metrics{}, err
-	}
+	op := q.sql
 	if mq.Step < 0 || mq.Window < 0 {
 		return Metrics{}, fmt.Errorf("dbqueue: Metrics: negative Step (%v) or Window (%v)", mq.Step, mq.Window)
 	}

@@ -19,11 +19,7 @@ func operator(t *testing.T, db *dbtest.DB) dialect.Operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := dialect.OperatorOf(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return op
+	return d
 }
 
 // pool opens dsn as the dialect's SQL runs on it.

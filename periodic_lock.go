@@ -33,7 +33,7 @@ func (errTickTaken) Error() string { return "periodic tick already pushed" }
 //     name pushed with the same job.
 //
 // pushed is false when the tick was taken. Package periodic uses it.
-func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec string, tick, next, keep int64) (id int64, pushed bool, err error) {
+func (e workerOps) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec string, tick, next, keep int64) (id int64, pushed bool, err error) {
 	q := e.q
 	if err := refuseUnique("periodic schedule "+strconv.Quote(schedule), "each tick is pushed once already; leave Unique nil", []NewJob{job}); err != nil {
 		return 0, false, err
@@ -52,14 +52,13 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 		{Key: lockKey("periodic-schedule", schedule), Mode: dialect.UntilTick, ExpiresAt: &tick, StaleAt: &before},
 		{Key: lockKey("periodic-job", rows[0].Queue, job.Name, string(data), strconv.FormatInt(tick, 10)), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &tick},
 	}
-	u, tl := q.sql.(dialect.Uniquer), q.sql.(dialect.TickLocker)
 	notify := q.wake.shouldNotify(rows)
 	err = sqldb.Retry(ctx, func() error {
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
 			// Always in this order, so two transactions that share locks
 			// take them in the same order and cannot deadlock.
 			for _, l := range locks {
-				holder, ok, err := tl.AcquireTickLock(ctx, tx, l)
+				holder, ok, err := q.sql.AcquireTickLock(ctx, tx, l)
 				if err != nil {
 					return err
 				}
@@ -73,7 +72,7 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 			}
 			id = ids[0]
 			for _, l := range locks {
-				if err := u.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
+				if err := q.sql.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
 					return err
 				}
 			}
@@ -93,10 +92,10 @@ func (e ext) PushScheduledTick(ctx context.Context, job NewJob, schedule, spec s
 // PruneTickLocks deletes the periodic scheduler's locks that nothing can
 // need any more (see dialect.TickLocker), up to limit, and returns how
 // many. Package periodic calls it now and then.
-func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
+func (e workerOps) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64, error) {
 	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		n, err = e.q.sql.(dialect.TickLocker).PruneTickLocks(ctx, e.q.db, grace, limit)
+		n, err = e.q.sql.PruneTickLocks(ctx, e.q.db, grace, limit)
 		return err
 	})
 	return n, sqldb.Wrap("prune periodic locks", err)
@@ -110,14 +109,14 @@ func (e ext) PruneTickLocks(ctx context.Context, grace int64, limit int) (int64,
 // deploy, push it once. The job and its lock, which the tick locks'
 // pruning deletes once until passed, are written in one transaction.
 // pushed is false when another start took it. Package periodic uses it.
-func (e ext) PushScheduleStart(ctx context.Context, job NewJob, schedule string, at, until int64) (id int64, pushed bool, err error) {
+func (e workerOps) PushScheduleStart(ctx context.Context, job NewJob, schedule string, at, until int64) (id int64, pushed bool, err error) {
 	q := e.q
 	rows, err := q.rows([]NewJob{job})
 	if err != nil {
 		return 0, false, err
 	}
 	lock := dialect.UniqueLock{Key: lockKey("periodic-start", schedule), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &at}
-	u, tl := q.sql.(dialect.Uniquer), q.sql.(dialect.TickLocker)
+	u, tl := q.sql, q.sql
 	notify := q.wake.shouldNotify(rows)
 	err = sqldb.Retry(ctx, func() error {
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {

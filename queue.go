@@ -26,7 +26,11 @@ const (
 // handle is embedded so that this module's other packages (worker, failed,
 // the drivers) reach the queue's connection through internal/core, and
 // nothing else can.
-type handle = core.Handle
+type handle = core.Handle[workerSide]
+
+// workerSide is core.WorkerSide over this package's types: the worker side a
+// Queue carries (workerOps), as the packages that use it name it.
+type workerSide = core.WorkerSide[*Job, Releasing, *Batch, NewJob, Search, SearchResult[struct{}], ScheduleInfo]
 
 // Queue is a handle on the jobs and failed_jobs tables of one database. It
 // is safe for concurrent use; make one per database and share it.
@@ -243,8 +247,8 @@ func newQueue(ctx context.Context, conn sqldb.Conn, dsn string, opts []Option) (
 	}
 	q.handle = core.NewHandle(&core.Queue{
 		DB: q.db, Dialect: d, Connection: q.connection, DefaultQueue: q.queue,
-		RetryAfter: q.retryAfter, Ext: ext{q}, Redact: q.Redact,
-	})
+		RetryAfter: q.retryAfter, Redact: q.Redact,
+	}, workerSide(workerOps{q}))
 	return q, nil
 }
 

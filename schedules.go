@@ -72,7 +72,7 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 		now  int64
 	)
 	err := sqldb.Retry(ctx, func() (err error) {
-		rows, now, err = q.sql.(dialect.ScheduleBook).Schedules(ctx, q.db)
+		rows, now, err = q.sql.Schedules(ctx, q.db)
 		return err
 	})
 	if err != nil {
@@ -101,7 +101,7 @@ func scheduleKey(name string) string { return lockKey("periodic-schedule-row", n
 // SeeSchedules writes the schedules a scheduler keeps (Name, Spec and
 // NextTick of each; zero NextTick: none) to the schedules table, as seen
 // now. Package periodic calls it when it starts and every few minutes.
-func (e ext) SeeSchedules(ctx context.Context, list []ScheduleInfo) error {
+func (e workerOps) SeeSchedules(ctx context.Context, list []ScheduleInfo) error {
 	rows := make([]dialect.ScheduleRow, len(list))
 	for i, s := range list {
 		rows[i] = dialect.ScheduleRow{Key: scheduleKey(s.Name), Name: s.Name, Spec: s.Spec, NextTick: nullTime(s.NextTick)}
@@ -110,7 +110,7 @@ func (e ext) SeeSchedules(ctx context.Context, list []ScheduleInfo) error {
 	// order.
 	slices.SortFunc(rows, func(a, b dialect.ScheduleRow) int { return strings.Compare(a.Key, b.Key) })
 	err := sqldb.Retry(ctx, func() error {
-		return e.q.sql.(dialect.ScheduleBook).SeeSchedules(ctx, e.q.db, rows)
+		return e.q.sql.SeeSchedules(ctx, e.q.db, rows)
 	})
 	return sqldb.Wrap("record periodic schedules", err)
 }
@@ -118,24 +118,24 @@ func (e ext) SeeSchedules(ctx context.Context, list []ScheduleInfo) error {
 // RecordScheduleTick writes the tick s.LastTick that this process just
 // pushed (job s.LastJobID, of s.LastQueue and s.LastJob), unless a later
 // tick is recorded already. Package periodic calls it after a push.
-func (e ext) RecordScheduleTick(ctx context.Context, s ScheduleInfo) error {
+func (e workerOps) RecordScheduleTick(ctx context.Context, s ScheduleInfo) error {
 	if s.LastQueue == "" {
 		s.LastQueue = e.q.DefaultQueue()
 	}
 	r := dialect.ScheduleRow{Key: scheduleKey(s.Name), Name: s.Name, Spec: s.Spec, Queue: s.LastQueue, Job: s.LastJob,
 		NextTick: nullTime(s.NextTick), LastTick: nullTime(s.LastTick), LastJobID: sql.NullInt64{Int64: s.LastJobID, Valid: true}}
 	err := sqldb.Retry(ctx, func() error {
-		return e.q.sql.(dialect.ScheduleBook).RecordScheduleTick(ctx, e.q.db, r)
+		return e.q.sql.RecordScheduleTick(ctx, e.q.db, r)
 	})
 	return sqldb.Wrap("record a periodic tick", err)
 }
 
 // PruneSchedules deletes up to limit schedule rows no scheduler has
 // written for age seconds, and returns how many.
-func (e ext) PruneSchedules(ctx context.Context, age int64, limit int) (int64, error) {
+func (e workerOps) PruneSchedules(ctx context.Context, age int64, limit int) (int64, error) {
 	var n int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		n, err = e.q.sql.(dialect.ScheduleBook).PruneSchedules(ctx, e.q.db, age, limit)
+		n, err = e.q.sql.PruneSchedules(ctx, e.q.db, age, limit)
 		return err
 	})
 	return n, sqldb.Wrap("prune periodic schedules", err)

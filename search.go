@@ -157,7 +157,7 @@ func (q *Queue) SearchJobs(ctx context.Context, s Search) (SearchResult[JobInfo]
 	ctx, cancel := context.WithTimeout(ctx, SearchTimeout)
 	defer cancel()
 	var out []JobInfo
-	w, err := q.sql.(dialect.Searcher).SearchJobs(ctx, q.db, s.filter(), func(r dialect.StatedRow) bool {
+	w, err := q.sql.SearchJobs(ctx, q.db, s.filter(), func(r dialect.StatedRow) bool {
 		info := q.newJobInfo(r)
 		if !s.fieldsMatch(info.Payload) || !s.textIn(info.RawPayload) {
 			return false
@@ -172,7 +172,7 @@ func (q *Queue) SearchJobs(ctx context.Context, s Search) (SearchResult[JobInfo]
 }
 
 // searchFailed is SearchJobs on failed_jobs, for package failed (through
-// ext): the rows come back as stored, for the store to redact as it shows
+// workerOps): the rows come back as stored, for the store to redact as it shows
 // them; they matched once redacted.
 func (q *Queue) searchFailed(ctx context.Context, s Search) ([]dialect.FailedRow, SearchResult[struct{}], error) {
 	uuid := s.UUID
@@ -189,7 +189,7 @@ func (q *Queue) searchFailed(ctx context.Context, s Search) ([]dialect.FailedRow
 		f.Contains = f.Contains[1:]
 	}
 	var out []dialect.FailedRow
-	w, err := q.sql.(dialect.Searcher).SearchFailed(ctx, q.db, f, func(r dialect.FailedRow) bool {
+	w, err := q.sql.SearchFailed(ctx, q.db, f, func(r dialect.FailedRow) bool {
 		p, _ := DecodePayload(r.Payload)
 		p.UUID = r.UUID // failed_jobs' own column
 		if !s.fieldsMatch(p) || !s.textIn(q.Redact(p.Name(), r.Payload), []byte(r.Exception)) {

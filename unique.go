@@ -187,7 +187,7 @@ func uniqueLocks(jobs []NewJob, rows []dialect.PushRow) ([]*dialect.UniqueLock, 
 // taken by its first row, and the later rows are its duplicates. Every
 // lock is taken before the insert, as a single unique push always did.
 func (q *Queue) insertLocked(ctx context.Context, ex sqldb.Execer, rows []dialect.PushRow, locks []*dialect.UniqueLock, notify bool) ([]int64, []bool, error) {
-	u := q.sql.(dialect.Uniquer)
+	u := q.sql
 	ids, dup := make([]int64, len(rows)), make([]bool, len(rows))
 	order := make([]int, 0, len(rows))
 	for i, l := range locks {
@@ -253,7 +253,7 @@ const pruneBatch = 1000
 // but keys that are never pushed again (unique by data, say) leave one row
 // each: prune now and then, like failed.Prune.
 func (q *Queue) PruneUnique(ctx context.Context) (int64, error) {
-	u := q.sql.(dialect.Uniquer)
+	u := q.sql
 	var total int64
 	for {
 		var n int64
@@ -273,10 +273,10 @@ func (q *Queue) PruneUnique(ctx context.Context) (int64, error) {
 
 // DBNow reads the database's clock, in Unix seconds: the clock every
 // process of a periodic schedule agrees on.
-func (e ext) DBNow(ctx context.Context) (int64, error) {
+func (e workerOps) DBNow(ctx context.Context) (int64, error) {
 	var now int64
 	err := sqldb.Retry(ctx, func() (err error) {
-		now, err = e.q.sql.(dialect.Uniquer).DBNow(ctx, e.q.db)
+		now, err = e.q.sql.DBNow(ctx, e.q.db)
 		return err
 	})
 	return now, sqldb.Wrap("read the database clock", err)

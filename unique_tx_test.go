@@ -13,8 +13,8 @@ import (
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/driver/dbqpgx"
-	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 )
 
 // uniqueTx is a caller's transaction of either kind that unique jobs are
@@ -465,9 +465,7 @@ func TestUniqueRefusedWhereNoLockIsTaken(t *testing.T) {
 	if _, err := q.Batch(ctx, dbqueue.BatchOptions{}, u); err == nil || !strings.Contains(err.Error(), "a batch takes no unique locks") {
 		t.Errorf("Batch: %v", err)
 	}
-	ticks := core.Of(q).Ext.(interface {
-		PushScheduledTick(ctx context.Context, job dbqueue.NewJob, schedule, spec string, tick, next, window int64) (int64, bool, error)
-	})
+	ticks := queueside.Of(q)
 	if _, _, err := ticks.PushScheduledTick(ctx, u, "s", "@every 1m", 60, 120, 60); err == nil || !strings.Contains(err.Error(), "each tick is pushed once already") {
 		t.Errorf("PushScheduledTick: %v", err)
 	}

@@ -37,11 +37,7 @@ type WorkerInfo struct {
 // Workers lists the workers running on the queue's tables (of every
 // queue), by name, host and pid. The table comes with migration 00009.
 func (q *Queue) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	op, err := dialect.OperatorOf(q.sql)
-	if err != nil {
-		return nil, err
-	}
-	rows, now, err := op.Workers(ctx, q.db)
+	rows, now, err := q.sql.Workers(ctx, q.db)
 	if err != nil {
 		return nil, sqldb.Wrap("workers", err)
 	}
@@ -91,10 +87,7 @@ type HistoryEntry struct {
 // History reads finished jobs newest first, from the history workers
 // write when worker.Options.HistoryRetention is set (off by default).
 func (q *Queue) History(ctx context.Context, hq HistoryQuery) ([]HistoryEntry, error) {
-	op, err := dialect.OperatorOf(q.sql)
-	if err != nil {
-		return nil, err
-	}
+	op := q.sql
 	limit := hq.Limit
 	if limit <= 0 {
 		limit = 100

@@ -12,6 +12,7 @@ import (
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -181,7 +182,7 @@ func newSampler(q *dbqueue.Queue, size int, interval time.Duration, named []stri
 	t := q.Tables()
 	tables := dialect.Tables{Jobs: t.Jobs, Failed: t.Failed, Schema: t.Schema}
 	c := core.Of(q)
-	b, _ := dialect.BoundedOf(c.Dialect) // every dialect has it; take fails on nil
+	var b dialect.Bounded = c.Dialect
 	s := &sampler{
 		q: q, db: c.DB, bounded: b, jobs: tables.JobsTable(), failed: tables.FailedTable(),
 		interval: interval, size: size, named: map[string]bool{q.DefaultQueue(): true}, wait: sampleWait,
@@ -491,10 +492,7 @@ type signaler interface {
 
 // paused reads which of names are paused, a thousand names a query.
 func (s *sampler) paused(ctx context.Context, names []string) (map[string]bool, error) {
-	sig, ok := core.Of(s.q).Ext.(signaler)
-	if !ok {
-		return nil, fmt.Errorf("dbqueue: dashboard: the queue cannot read pause signals")
-	}
+	var sig signaler = queueside.Of(s.q)
 	out := map[string]bool{}
 	for chunk := range slices.Chunk(names, 1000) {
 		_, p, err := sig.Signals(ctx, chunk)

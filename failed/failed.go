@@ -19,6 +19,7 @@ import (
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/internal/dialect"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -42,7 +43,7 @@ type Store struct {
 	// redact is the queue's Redactor (dbqueue.WithRedactor), for payloads
 	// read for showing.
 	redact func(name string, payload []byte) []byte
-	ext    any // package dbqueue's worker side
+	search searcher // package dbqueue's worker side
 }
 
 // New returns a Store on the database (and failed jobs table) of q. It
@@ -52,7 +53,7 @@ func New(q *dbqueue.Queue) (*Store, error) {
 		return nil, errors.New("dbqueue: failed.New: nil queue: open one with dbqueue.Open or dbqueue.New first")
 	}
 	c := core.Of(q)
-	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact, ext: c.Ext}, nil
+	return &Store{db: c.DB, sql: c.Dialect, connection: c.Connection, queue: c.DefaultQueue, redact: c.Redact, search: queueside.Of(q)}, nil
 }
 
 // Job is a row of failed_jobs.
@@ -141,7 +142,7 @@ func (s *Store) Find(ctx context.Context, uuid string) (Job, error) {
 		return Job{}, fmt.Errorf("%w: %q", ErrNotFound, uuid)
 	}
 	job := s.jobsOf(rows)[0]
-	hist, err := s.sql.(dialect.ErrorHistory).FailedErrors(ctx, s.db, job.UUID)
+	hist, err := s.sql.FailedErrors(ctx, s.db, job.UUID)
 	if err != nil {
 		return Job{}, sqldb.Wrap("find failed job: error history", err)
 	}
@@ -221,7 +222,7 @@ type searcher interface {
 // dbqueue.Queue.SearchJobs does in jobs. Errors are left nil (Find reads
 // them).
 func (s *Store) Search(ctx context.Context, search dbqueue.Search) (dbqueue.SearchResult[Job], error) {
-	rows, res, err := s.ext.(searcher).SearchFailed(ctx, search)
+	rows, res, err := s.search.SearchFailed(ctx, search)
 	if err != nil {
 		return dbqueue.SearchResult[Job]{}, err
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 )
 
 // On PostgreSQL a retry wakes the workers listening on the queues its jobs
@@ -97,7 +97,5 @@ func TestRetryWakesListeners(t *testing.T) {
 // wakeups subscribes to a queue's wake-ups as a worker does (the worker side
 // of dbqueue, reached through internal/core).
 func wakeups(q *dbqueue.Queue, queues ...string) (<-chan struct{}, func()) {
-	return core.Of(q).Ext.(interface {
-		Wakeups(...string) (<-chan struct{}, func())
-	}).Wakeups(queues...)
+	return queueside.Of(q).Wakeups(queues...)
 }

@@ -192,7 +192,7 @@ func (s *Store) move(ctx context.Context, tx sqldb.Tx, rows []retryRow) (int, er
 		if err := flush(); err != nil {
 			return 0, err
 		}
-		if _, err := s.sql.(dialect.Uniquer).RetryUnique(ctx, tx, r, lock); err != nil {
+		if _, err := s.sql.RetryUnique(ctx, tx, r, lock); err != nil {
 			return 0, err
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
-	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/migrations"
 	"github.com/dbqueue/dbqueue/worker"
 )
@@ -232,7 +232,5 @@ func newStore(t testing.TB, q *dbqueue.Queue) *failed.Store {
 // unreserve gives a held job back as a worker does with one it never
 // started (the worker side of dbqueue, reached through internal/core).
 func unreserve(ctx context.Context, q *dbqueue.Queue, job *dbqueue.Job) error {
-	return core.Of(q).Ext.(interface {
-		Unreserve(context.Context, *dbqueue.Job) error
-	}).Unreserve(ctx, job)
+	return queueside.Of(q).Unreserve(ctx, job)
 }

@@ -59,11 +59,7 @@ func storeOf(what string, q *dbqueue.Queue) store {
 		panic("middleware: " + what + " with a nil queue")
 	}
 	c := core.Of(q)
-	l, err := dialect.LimitsOf(c.Dialect)
-	if err != nil {
-		panic("middleware: " + what + ": " + err.Error())
-	}
-	return store{db: c.DB, sql: l}
+	return store{db: c.DB, sql: c.Dialect}
 }
 
 // name is the row name of key in one middleware's namespace: keys longer

@@ -64,7 +64,7 @@ func TestPushDueFarBehindIsBounded(t *testing.T) {
 	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC).Unix()
 	for _, tick := range []int64{1, now - 3600*24*3, now - 30} {
 		f := &fakePusher{}
-		s := &Scheduler{ext: f, catch: 10, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		s := &Scheduler{pusher: f, catch: 10, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		j := Job{Name: "x", Schedule: Every(time.Second), New: func(time.Time) dbqueue.NewJob { return dbqueue.NewJob{Name: "x"} }}
 		start := time.Now()
 		next, ok := s.pushDue(context.Background(), j, tick, now)

@@ -69,7 +69,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 )
 
 // Schedule says when a job is due. Every process must compute the same
@@ -157,7 +157,7 @@ type Options struct {
 
 // Scheduler pushes its jobs at their ticks.
 type Scheduler struct {
-	ext    tickPusher
+	pusher tickPusher
 	jobs   []Job
 	log    *slog.Logger
 	catch  int
@@ -206,7 +206,7 @@ func New(q *dbqueue.Queue, jobs []Job, opts Options) (*Scheduler, error) {
 		}
 		seen[j.Name] = true
 	}
-	s := &Scheduler{ext: core.Of(q).Ext.(tickPusher), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
+	s := &Scheduler{pusher: queueside.Of(q), jobs: jobs, log: opts.Logger, catch: opts.MaxCatchUp}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -371,7 +371,7 @@ func (s *Scheduler) pushDue(ctx context.Context, j Job, tick, now int64) (int64,
 			until = tick + 1
 		}
 		job := j.New(at(tick))
-		id, pushed, err := s.ext.PushScheduledTick(ctx, job, j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second))
+		id, pushed, err := s.pusher.PushScheduledTick(ctx, job, j.Name, j.Schedule.String(), tick, until, s.window(tick, until)+int64(margin/time.Second))
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("periodic: push failed; retrying", "job", j.Name, "tick", at(tick), "error", err)
@@ -399,7 +399,7 @@ func (s *Scheduler) pushStart(ctx context.Context, j Job, started, next int64) b
 		until = started + int64(startGrace/time.Second)
 	}
 	job := j.New(time.Unix(started, 0).UTC())
-	id, pushed, err := s.ext.PushScheduleStart(ctx, job, j.Name, started, until)
+	id, pushed, err := s.pusher.PushScheduleStart(ctx, job, j.Name, started, until)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Error("periodic: push at start failed; retrying", "job", j.Name, "error", err)
@@ -417,7 +417,7 @@ func (s *Scheduler) pushStart(ctx context.Context, j Job, started, next int64) b
 
 // record writes the tick this process pushed to the schedules table.
 func (s *Scheduler) record(ctx context.Context, j Job, job dbqueue.NewJob, id, tick, next int64) {
-	s.recorded(ctx, s.ext.RecordScheduleTick(ctx, dbqueue.ScheduleInfo{
+	s.recorded(ctx, s.pusher.RecordScheduleTick(ctx, dbqueue.ScheduleInfo{
 		Name: j.Name, Spec: j.Schedule.String(), NextTick: tickTime(next),
 		LastTick: time.Unix(tick, 0), LastJobID: id, LastQueue: job.Queue, LastJob: job.Name,
 	}))
@@ -429,7 +429,7 @@ func (s *Scheduler) see(ctx context.Context, next []int64) {
 	for i, j := range s.jobs {
 		list[i] = dbqueue.ScheduleInfo{Name: j.Name, Spec: j.Schedule.String(), NextTick: tickTime(next[i])}
 	}
-	s.recorded(ctx, s.ext.SeeSchedules(ctx, list))
+	s.recorded(ctx, s.pusher.SeeSchedules(ctx, list))
 }
 
 // recorded logs the first failure to write the schedules table, which
@@ -472,7 +472,7 @@ func (s *Scheduler) skip(ctx context.Context, j Job, tick, next, now int64) (int
 func (s *Scheduler) prune(ctx context.Context) {
 	grace := int64((maxLate + margin) / time.Second)
 	for range 100 {
-		n, err := s.ext.PruneTickLocks(ctx, grace, pruneBatch)
+		n, err := s.pusher.PruneTickLocks(ctx, grace, pruneBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("periodic: cannot prune old tick locks; will try again", "error", err)
@@ -485,7 +485,7 @@ func (s *Scheduler) prune(ctx context.Context) {
 	}
 	// The rows of schedules no process has kept for as long.
 	for range 100 {
-		n, err := s.ext.PruneSchedules(ctx, grace, pruneBatch)
+		n, err := s.pusher.PruneSchedules(ctx, grace, pruneBatch)
 		if err != nil {
 			s.recorded(ctx, err)
 			return
@@ -501,7 +501,7 @@ func (s *Scheduler) prune(ctx context.Context) {
 // reading can only show the offset too small: the largest seen is the best.
 func (s *Scheduler) now(ctx context.Context) (int64, error) {
 	local := time.Now()
-	now, err := s.ext.DBNow(ctx)
+	now, err := s.pusher.DBNow(ctx)
 	if err != nil {
 		return 0, err
 	}

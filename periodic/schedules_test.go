@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/periodic"
 )
 
@@ -201,7 +201,7 @@ func TestSchedulesRecorded(t *testing.T) {
 		}
 		old := tick
 		old.LastTick, old.LastJobID, old.NextTick = tick.LastTick.Add(-time.Hour), 999999, tick.LastTick.Add(-time.Hour+time.Second)
-		if err := core.Of(q).Ext.(recorder).RecordScheduleTick(ctx, old); err != nil {
+		if err := queueside.Of(q).RecordScheduleTick(ctx, old); err != nil {
 			t.Fatal(err)
 		}
 		list, err := q.Schedules(ctx)

@@ -26,9 +26,9 @@ type slot struct {
 	timer *time.Timer
 	// armed is when the timer fires, zero when it will not (under mu).
 	armed time.Time
-	// orphan is set by call, on the slot's goroutine, when a handler
+	// exited is set by call, on the slot's goroutine, when a handler
 	// ended that goroutine: the job is finished on another.
-	orphan *orphan
+	exited *exitedCall
 	// attempts are the slot's next attempts, allocated attemptChunk at a
 	// time (see newAttempt).
 	attempts []attempt

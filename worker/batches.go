@@ -54,7 +54,7 @@ func (w *Worker) callbacksFor(name string) (BatchCallbacks, bool) {
 // that can never be written (its chain's next link is unusable) fails the
 // job instead, saying the handler succeeded; complete then reports false.
 func (r *run) complete(job *dbqueue.Job, h *handler, took time.Duration) bool {
-	if !r.w.ext.Linked(job) {
+	if !r.w.ops.Linked(job) {
 		r.done.add(job)
 		return true
 	}
@@ -73,7 +73,7 @@ func (r *run) finishLinked(job *dbqueue.Job, cause error) error {
 	ctx := r.jobCtx
 	var before, after *dbqueue.Batch
 	err := r.persist(ctx, job, func(ctx context.Context) (err error) {
-		before, after, err = r.w.ext.FinishLinked(ctx, job, cause)
+		before, after, err = r.w.ops.FinishLinked(ctx, job, cause)
 		return err
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func (c *completer) flush(batch []*dbqueue.Job) {
 	wait := 50 * time.Millisecond
 	for try := 0; ; try++ {
 		ctx, cancel := r.writeCtx(r.writes.retrying)
-		lost, err := r.w.ext.DeleteMany(ctx, batch)
+		lost, err := r.w.ops.DeleteMany(ctx, batch)
 		cancel()
 		if err == nil {
 			for _, j := range lost {

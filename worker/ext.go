@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 )
 
-// queueExt is the worker side of a dbqueue.Queue, kept off its public API
+// queueOps is the worker side of a dbqueue.Queue, kept off its public API
 // and reached through internal/core.
-type queueExt interface {
+type queueOps interface {
 	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
 	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
 	Reserve(ctx context.Context, n int, queues []string, failed func(job *dbqueue.Job, cause error), short func(queue string)) ([]*dbqueue.Job, error)
@@ -24,4 +24,4 @@ type queueExt interface {
 	FinishLinked(ctx context.Context, job *dbqueue.Job, cause error) (before, after *dbqueue.Batch, err error)
 }
 
-func extOf(q *dbqueue.Queue) queueExt { return core.Of(q).Ext.(queueExt) }
+func opsOf(q *dbqueue.Queue) queueOps { return queueside.Of(q) }

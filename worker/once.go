@@ -83,7 +83,7 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	if len(w.handlerMap()) == 0 {
 		return nil, errors.New("worker: RunOnce: no handlers registered: call Handle or Register first")
 	}
-	sig, err := readSignals(ctx, w.ext, w.opts.Queues)
+	sig, err := readSignals(ctx, w.ops, w.opts.Queues)
 	if err != nil {
 		return nil, fmt.Errorf("worker: RunOnce: read the pause signals: %w", err)
 	}
@@ -106,7 +106,7 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 		claimFailed []*Result
 	)
 	for {
-		got, err := w.ext.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
+		got, err := w.ops.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
 			claimFailed = append(claimFailed, &Result{Job: job, Err: cause})
 		}, nil)
 		jobs = append(jobs, got...)
@@ -188,14 +188,14 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 func (r *run) once(sl *slot, job *dbqueue.Job, done func()) {
 	r.inFlight.Add(1)
 	defer func() {
-		if o := sl.orphan; o != nil {
-			sl.orphan = nil
+		if exited := sl.exited; exited != nil {
+			sl.exited = nil
 			go func() {
 				defer func() { // deferred: a hook may end this goroutine too
 					r.inFlight.Add(-1)
 					done()
 				}()
-				r.afterCall(sl, o.a, o.res)
+				r.afterCall(sl, exited.attempt, exited.result)
 			}()
 			return
 		}

@@ -85,7 +85,7 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 		// and it runs again up to AbandonedRetries times (Laravel: none).
 		abandoned := job.Attempts - maxTries
 		past := p.RetryUntil == nil && maxTries > 0 && abandoned > 0
-		released := past && !w.ext.FollowsAbandoned(job)
+		released := past && !w.ops.FollowsAbandoned(job)
 		if past && !released && abandoned <= w.opts.AbandonedRetries {
 			w.log.Warn("job abandoned by a worker that stopped while running it; running it again past its tries",
 				"id", job.ID, "name", job.Name(), "attempt", job.Attempts, "tries", maxTries, "abandoned", abandoned, "allowed", w.opts.AbandonedRetries)
@@ -130,7 +130,7 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 	res := r.call(sl, a)
 	// call returned: the handler did not end the goroutine. (With
 	// GODEBUG=panicnil=1, panic(nil) recovers as nil and looks like it.)
-	sl.orphan = nil
+	sl.exited = nil
 	return r.afterCall(sl, a, res)
 }
 
@@ -150,7 +150,7 @@ func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
 			// the work is done, so do not run it again.
 			r.finish(job, func() {
 				var err error
-				if w.ext.Linked(job) {
+				if w.ops.Linked(job) {
 					if err = r.finishLinked(job, nil); w.recurs(err) {
 						r.fail(job, a.h, res.took, successUnwritable(job, err))
 						return
@@ -186,7 +186,7 @@ var errGoexit = errors.New("the handler called runtime.Goexit (t.Fatal or t.Fail
 
 // call runs the handler on this goroutine, turning a panic into an error
 // with its stack. A handler that ends the goroutine (runtime.Goexit)
-// leaves the attempt in sl.orphan, for whoever started the goroutine to
+// leaves the attempt in sl.exited, for whoever started the goroutine to
 // finish on another (see run.runner).
 func (r *run) call(sl *slot, a *attempt) (res result) {
 	returned := false
@@ -203,17 +203,17 @@ func (r *run) call(sl *slot, a *attempt) (res result) {
 		// it finishes the job on another. (Or panic(nil) under
 		// GODEBUG=panicnil=1, when call returns after all.)
 		res.err = errPanicNil
-		sl.orphan = &orphan{a: a, res: result{err: errGoexit, took: res.took}}
+		sl.exited = &exitedCall{attempt: a, result: result{err: errGoexit, took: res.took}}
 	}()
 	res.err = a.h.run(a, a.job)
 	returned = true
 	return res
 }
 
-// orphan is an attempt whose handler ended its goroutine.
-type orphan struct {
-	a   *attempt
-	res result
+// exitedCall is an attempt whose handler ended its goroutine.
+type exitedCall struct {
+	attempt *attempt
+	result  result
 }
 
 // dbClock is the database's clock at the job's reservation, moved on by
@@ -261,7 +261,7 @@ func (r *run) outcome(job *dbqueue.Job, h *handler, maxTries int, hctx context.C
 			fn(ctx, job, o.delay)
 		}
 	case o != nil && o.kind == outcomeSnooze:
-		err := r.persist(ctx, job, func(ctx context.Context) error { return txExtOf(r.w.q).Snooze(ctx, job, o.delay) })
+		err := r.persist(ctx, job, func(ctx context.Context) error { return txOpsOf(r.w.q).Snooze(ctx, job, o.delay) })
 		r.logJob(job, res.took, "snoozed", err, "delay", o.delay)
 		if err == nil {
 			r.count(job, countReleased, res.took, true)
@@ -306,7 +306,7 @@ func (r *run) exception(job *dbqueue.Job, h *handler, maxTries int, res result, 
 		failed  bool
 	)
 	if p.MaxExceptions != nil {
-		payload, err = r.w.ext.WithKey(job.RawPayload, "exceptions", exceptions)
+		payload, err = r.w.ops.WithKey(job.RawPayload, "exceptions", exceptions)
 		if err != nil {
 			// The count cannot be carried: releasing without it would let
 			// the job run past its maxExceptions.
@@ -449,7 +449,7 @@ func (r *run) fail(job *dbqueue.Job, h *handler, took time.Duration, cause error
 func (r *run) failAs(job *dbqueue.Job, h *handler, took time.Duration, cause error, outcome string) {
 	w, ctx := r.w, r.jobCtx
 	var err error
-	if w.ext.Linked(job) {
+	if w.ops.Linked(job) {
 		err = r.finishLinked(job, cause) // also counts its batch
 	} else {
 		err = r.persist(ctx, job, func(ctx context.Context) error { return w.q.Fail(ctx, job, cause) })

@@ -33,7 +33,7 @@ func (e recurring) Unwrap() error { return e.err }
 // anything unknown — are retried while the reservation lasts.
 func (w *Worker) recurs(err error) bool {
 	var rc recurring
-	return err != nil && (errors.As(err, &rc) || w.ext.Unwritable(err))
+	return err != nil && (errors.As(err, &rc) || w.ops.Unwritable(err))
 }
 
 // successUnwritable is the cause a job whose handler succeeded is failed

@@ -85,7 +85,7 @@ func (rl *releaser) flush(batch []releaseReq) {
 		ctx, cancel = context.WithTimeout(context.Background(), flushTimeout)
 	}
 	defer cancel()
-	lost, err := extOf(rl.q).ReleaseMany(ctx, rs)
+	lost, err := opsOf(rl.q).ReleaseMany(ctx, rs)
 	if rl.flushed != nil {
 		rl.flushed(len(rs))
 	}

@@ -56,10 +56,7 @@ const heartbeatLives = 3
 
 func newReporter(r *run) (*reporter, error) {
 	c := core.Of(r.w.q)
-	op, err := dialect.OperatorOf(c.Dialect)
-	if err != nil {
-		return nil, err
-	}
+	var op dialect.Operator = c.Dialect
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	host, _ := os.Hostname()

@@ -13,7 +13,7 @@ type signals struct {
 
 // readSignals reads the restart signal and the pause state of queues in
 // one query.
-func readSignals(ctx context.Context, e queueExt, queues []string) (signals, error) {
+func readSignals(ctx context.Context, e queueOps, queues []string) (signals, error) {
 	restart, paused, err := e.Signals(ctx, queues)
 	if err != nil {
 		return signals{}, err

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -20,9 +20,9 @@ import (
 // too before the worker commits, so the handler's effect and the job's
 // end commit together or not at all (see dbqueue.Queue.CompleteTx).
 
-// txExt is the part of a dbqueue.Queue's worker side that transactional
+// txOps is the part of a dbqueue.Queue's worker side that transactional
 // handlers use.
-type txExt interface {
+type txOps interface {
 	BeginNative(ctx context.Context, as reflect.Type) (native any, tx sqldb.Tx, err error)
 	NativeTx() []reflect.Type
 	CompleteIn(ctx context.Context, tx sqldb.Tx, job *dbqueue.Job) (before, after *dbqueue.Batch, err error)
@@ -31,7 +31,7 @@ type txExt interface {
 	Snooze(ctx context.Context, job *dbqueue.Job, d time.Duration) error
 }
 
-func txExtOf(q *dbqueue.Queue) txExt { return core.Of(q).Ext.(txExt) }
+func txOpsOf(q *dbqueue.Queue) txOps { return queueside.Of(q) }
 
 // HandleTx registers a transactional handler for jobs named name: for
 // each job the worker begins a transaction on the queue's database and
@@ -58,16 +58,16 @@ func HandleTx[Tx any](w *Worker, name string, fn func(ctx context.Context, tx Tx
 	if fn == nil {
 		panic("worker: HandleTx(" + name + ") with a nil handler")
 	}
-	ext := txExtOf(w.q)
+	ops := txOpsOf(w.q)
 	want := reflect.TypeFor[Tx]()
-	switch got := ext.NativeTx(); {
+	switch got := ops.NativeTx(); {
 	case len(got) == 0:
 		panic(fmt.Sprintf("worker: HandleTx(%s): the %s queue's pool begins no transactions for handlers", name, w.q.Dialect()))
 	case !slices.Contains(got, want):
 		panic(fmt.Sprintf("worker: HandleTx(%s) with a %v handler: this queue's pool gives its handlers a %v (database/sql pools give *sql.Tx, pgx pools pgx.Tx or *sql.Tx); register a func(ctx, %v, *dbqueue.Job) error", name, want, got[0], got[0]))
 	}
 	w.Handle(name, func(ctx context.Context, job *dbqueue.Job) error {
-		return runTx(ctx, w.q, ext, want, job, func(ctx context.Context, native any) error {
+		return runTx(ctx, w.q, ops, want, job, func(ctx context.Context, native any) error {
 			return fn(ctx, native.(Tx), job)
 		})
 	}, opts...)
@@ -112,8 +112,8 @@ type settleKey struct{}
 
 // runTx runs fn in a transaction of its own and writes the job's end in
 // it (see HandleTx), recording what it committed on the job's attempt.
-func runTx(ctx context.Context, q *dbqueue.Queue, ext txExt, as reflect.Type, job *dbqueue.Job, fn func(ctx context.Context, native any) error) (err error) {
-	native, tx, err := ext.BeginNative(ctx, as)
+func runTx(ctx context.Context, q *dbqueue.Queue, ops txOps, as reflect.Type, job *dbqueue.Job, fn func(ctx context.Context, native any) error) (err error) {
+	native, tx, err := ops.BeginNative(ctx, as)
 	if err != nil {
 		return err // the job is retried as after any error
 	}
@@ -133,13 +133,13 @@ func runTx(ctx context.Context, q *dbqueue.Queue, ext txExt, as reflect.Type, jo
 		if o != nil {
 			s.kind = outcomeDiscard
 		}
-		s.before, s.after, ferr = ext.CompleteIn(ctx, tx, job)
+		s.before, s.after, ferr = ops.CompleteIn(ctx, tx, job)
 	case o != nil && (o.kind == outcomeRelease || o.kind == outcomeSnooze):
 		s.kind, s.delay = o.kind, o.delay
-		ferr = ext.ReleaseIn(ctx, tx, job, o.delay, o.kind == outcomeSnooze)
+		ferr = ops.ReleaseIn(ctx, tx, job, o.delay, o.kind == outcomeSnooze)
 	case o != nil && o.kind == outcomeCancel:
 		s.kind, s.cause = o.kind, o.cause
-		s.before, s.after, ferr = ext.FailIn(ctx, tx, job, o.cause)
+		s.before, s.after, ferr = ops.FailIn(ctx, tx, job, o.cause)
 	default:
 		return herr // rolled back; released or failed as for Handle
 	}

@@ -33,7 +33,7 @@ func (r *run) unknownKind(job *dbqueue.Job, dbNow dbClock) {
 		return
 	}
 	delay := w.opts.UnknownKindBackoff
-	err := r.persist(ctx, job, func(ctx context.Context) error { return txExtOf(w.q).Snooze(ctx, job, delay) })
+	err := r.persist(ctx, job, func(ctx context.Context) error { return txOpsOf(w.q).Snooze(ctx, job, delay) })
 	r.logJob(job, 0, "released, attempt given back: no handler for its name on this worker", err, "delay", delay)
 	if err == nil {
 		r.count(job, countReleased, 0, false)

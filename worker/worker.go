@@ -24,7 +24,7 @@ var ErrWedged = errors.New("worker: every goroutine is stuck in a handler that i
 // Worker runs jobs from one queue connection. Register handlers, then Run.
 type Worker struct {
 	q    *dbqueue.Queue
-	ext  queueExt
+	ops  queueOps
 	opts Options
 	log  *slog.Logger
 	// weights orders each claim's queues when QueueWeights is set.
@@ -61,7 +61,7 @@ func New(q *dbqueue.Queue, opts Options) (*Worker, error) {
 		opts.Queues = []string{q.DefaultQueue()}
 	}
 	return &Worker{
-		q: q, ext: extOf(q), opts: opts, weights: newWeights(opts), adaptive: adaptive,
+		q: q, ops: opsOf(q), opts: opts, weights: newWeights(opts), adaptive: adaptive,
 		log: opts.Logger.With("worker", opts.Name),
 	}, nil
 }
@@ -213,7 +213,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return err
 	}
 
-	wake, unsubscribe := w.ext.Wakeups(w.opts.Queues...)
+	wake, unsubscribe := w.ops.Wakeups(w.opts.Queues...)
 	defer unsubscribe()
 	r.wake = wake
 	r.done = newCompleter(r)
@@ -296,7 +296,7 @@ const abandonAfter = 2 * time.Second
 // tables are found.
 func (r *run) firstSignals(ctx context.Context) (signals, error) {
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 30*time.Second) {
-		sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues)
+		sig, err := readSignals(ctx, r.w.ops, r.w.opts.Queues)
 		if err == nil {
 			r.paused.Store(&sig.paused)
 			return sig, nil
@@ -326,7 +326,7 @@ func (r *run) watch(ctx context.Context, restartAt int64) {
 		// idle worker poll the jobs table every SignalInterval, however
 		// long its Sleep.
 		news := false
-		if sig, err := readSignals(ctx, r.w.ext, r.w.opts.Queues); err == nil {
+		if sig, err := readSignals(ctx, r.w.ops, r.w.opts.Queues); err == nil {
 			if sig.restart != restartAt && r.restartAt.Load() != -1 {
 				r.restartAt.Store(-1) // changed: stop
 				news = true
@@ -618,7 +618,7 @@ func (r *run) claim(ctx context.Context, n int, active *[]string, order []string
 func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error) {
 	rctx, cancel := context.WithTimeout(ctx, reserveTimeout)
 	defer cancel()
-	return r.w.ext.ReadyQueues(rctx, queues)
+	return r.w.ops.ReadyQueues(rctx, queues)
 }
 
 // reserve claims jobs without letting a cancellation cut the claim short:
@@ -629,7 +629,7 @@ func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error
 func (r *run) reserve(ctx context.Context, n int, queues []string, short func(queue string)) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.ext.Reserve(rctx, n, queues, r.claimFailed, short)
+	return r.w.ops.Reserve(rctx, n, queues, r.claimFailed, short)
 }
 
 // claimFailed reports a job the claim moved to failed_jobs without running
@@ -697,9 +697,9 @@ func (r *run) activeQueues() *[]string {
 // the runner on to a new goroutine, which finishes that job first.
 func (r *run) runner(sl *slot, done func()) {
 	defer func() {
-		if o := sl.orphan; o != nil {
-			sl.orphan = nil
-			go r.carryOn(sl, o, done)
+		if exited := sl.exited; exited != nil {
+			sl.exited = nil
+			go r.finishExitedCall(sl, exited, done)
 			return
 		}
 		sl.retire()
@@ -716,16 +716,16 @@ func (r *run) runner(sl *slot, done func()) {
 	}
 }
 
-// carryOn finishes the job whose handler ended its runner's goroutine,
+// finishExitedCall finishes the job whose handler ended its runner's goroutine,
 // then runs as that runner. Deferred, so a hook that ends this goroutine
 // too still leaves the job counted and a runner running.
-func (r *run) carryOn(sl *slot, o *orphan, done func()) {
+func (r *run) finishExitedCall(sl *slot, exited *exitedCall, done func()) {
 	counted := false
 	defer func() {
 		r.jobDone(counted)
 		go r.runner(sl, done)
 	}()
-	counted = r.afterCall(sl, o.a, o.res)
+	counted = r.afterCall(sl, exited.attempt, exited.result)
 }
 
 // jobDone accounts for a job its runner is done with.
@@ -754,7 +754,7 @@ func (r *run) giveBack(job *dbqueue.Job, why string) {
 	// Retried while the grace period lasts; once running jobs are
 	// cancelled, one try, so Run is not held: a job not given back comes
 	// back after retry_after.
-	err := r.persist(ctx, job, func(ctx context.Context) error { return r.w.ext.Unreserve(ctx, job) })
+	err := r.persist(ctx, job, func(ctx context.Context) error { return r.w.ops.Unreserve(ctx, job) })
 	r.logJob(job, 0, "given back", err, "why", why)
 	switch ev := r.w.opts.Events; {
 	case err != nil:

@@ -34,7 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -157,7 +157,8 @@ func PushUniqueTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, job dbqueue.
 	if err != nil {
 		return 0, false, err
 	}
-	return p.PushUniqueIn(ctx, stx, job, u)
+	job.Unique = &u
+	return p.PushUniqueIn(ctx, stx, job)
 }
 
 // PushArgsUniqueTx is dbqueue.PushArgsUnique inside the caller's pgx
@@ -169,12 +170,22 @@ func PushArgsUniqueTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args dbq
 	if err != nil {
 		return 0, false, err
 	}
-	return p.PushArgsUniqueIn(ctx, "dbqpgx.PushArgsUniqueTx", stx, args, opts)
+	if args == nil {
+		return 0, false, errors.New("dbqueue: dbqpgx.PushArgsUniqueTx: args is nil: pass a value of a JobArgs type")
+	}
+	job := dbqueue.JobFor(args, opts...)
+	if job.Name == "" {
+		return 0, false, fmt.Errorf("dbqueue: dbqpgx.PushArgsUniqueTx: %T.Kind() returned an empty kind: return the name its handler is registered under", args)
+	}
+	if job.Unique == nil {
+		job.Unique = &dbqueue.Unique{} // unique by kind and args
+	}
+	return p.PushUniqueIn(ctx, stx, job)
 }
 
 // pusherFor checks the arguments every push in a pgx transaction shares
 // and returns the queue's pusher and tx adapted.
-func pusherFor(op string, q *dbqueue.Queue, tx pgx.Tx) (txPusher, sqldb.Execer, error) {
+func pusherFor(op string, q *dbqueue.Queue, tx pgx.Tx) (queueside.WorkerSide, sqldb.Execer, error) {
 	switch {
 	case tx == nil:
 		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s: nil pgx.Tx", op)
@@ -183,7 +194,7 @@ func pusherFor(op string, q *dbqueue.Queue, tx pgx.Tx) (txPusher, sqldb.Execer, 
 	case q.Dialect() != dbqueue.Postgres:
 		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s on a %s queue: a pgx transaction is a PostgreSQL one", op, q.Dialect())
 	}
-	return core.Of(q).Ext.(txPusher), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+	return queueside.Of(q), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
 }
 
 // PushArgsTx is PushTx for typed jobs (see dbqueue.JobArgs): each args
@@ -202,14 +213,6 @@ func PushArgsTx(ctx context.Context, q *dbqueue.Queue, tx pgx.Tx, args ...dbqueu
 		}
 	}
 	return PushTx(ctx, q, tx, jobs...)
-}
-
-// txPusher is what package dbqueue offers the driver packages for a push
-// inside a caller's transaction.
-type txPusher interface {
-	PushIn(ctx context.Context, tx sqldb.Execer, jobs []dbqueue.NewJob) ([]int64, error)
-	PushUniqueIn(ctx context.Context, tx sqldb.Execer, job dbqueue.NewJob, u dbqueue.Unique) (int64, bool, error)
-	PushArgsUniqueIn(ctx context.Context, fn string, tx sqldb.Execer, args dbqueue.JobArgs, opts []dbqueue.JobOptions) (int64, bool, error)
 }
 
 // OpenDB returns a database/sql pool over pool, for the migrations:

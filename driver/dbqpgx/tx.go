@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dbqueue/dbqueue"
-	"github.com/dbqueue/dbqueue/internal/core"
+	"github.com/dbqueue/dbqueue/internal/queueside"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
@@ -35,7 +35,7 @@ func finisherFor(op string, q *dbqueue.Queue, tx pgx.Tx, job *dbqueue.Job) (txFi
 	case q.Dialect() != dbqueue.Postgres:
 		return nil, nil, fmt.Errorf("dbqueue: dbqpgx.%s on a %s queue: a pgx transaction is a PostgreSQL one", op, q.Dialect())
 	}
-	return core.Of(q).Ext.(txFinisher), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
+	return queueside.Of(q), pgxTx{pgxExec: pgxExec{tx}, tx: tx}, nil
 }
 
 // CompleteTx is dbqueue.Queue.CompleteTx for a pgx transaction: the held

@@ -14,8 +14,7 @@ import (
 
 // Batches is the SQL of chains and batches: the job_batches table
 // (Laravel's), and the one transaction that finishes a job linked to
-// others. It is kept off Dialect, which unlinked jobs use; every dialect
-// implements it, and callers assert it.
+// others.
 type Batches interface {
 	// InsertBatch writes a new batch row, created now, inside ex.
 	InsertBatch(ctx context.Context, ex sqldb.Execer, b BatchRow) error

@@ -13,8 +13,7 @@ import (
 
 // Bounded reads counts and queue names with a bound on the index entries
 // each statement reads, whatever the size of the tables: what a dashboard
-// can afford on every refresh. Every dialect of this package has it (see
-// BoundedOf); it is a feature interface so that Dialect stays as it is.
+// can afford on every refresh.
 type Bounded interface {
 	// QueuesAfter lists up to limit names of queues that have rows and
 	// sort after after, in the database's order of the queue column: a
@@ -39,41 +38,16 @@ type CappedSizes struct {
 	PendingCapped, DelayedCapped, ReservedCapped bool
 }
 
-// BoundedOf returns d's bounded reads.
-func BoundedOf(d Dialect) (Bounded, error) {
-	b, ok := d.(Bounded)
-	if !ok {
-		return nil, errors.New("dbqueue: this dialect has no bounded counts")
-	}
-	return b, nil
-}
-
 // QueuesAfter walks the queue index from name to name: each step is one
 // MIN(queue) > previous, a probe of the index (a loose index scan written
-// as a recursive CTE, which all three databases run). PostgreSQL and
-// SQLite keep waiting and reserved rows in two partial indexes, so the
-// walk runs over each and the names merge. MySQL's (queue, available_at)
-// holds every row, and MariaDB walks it with a GROUP BY.
+// as a recursive CTE). PostgreSQL and SQLite keep waiting and reserved
+// rows in two partial indexes, so the walk runs over each and the names
+// merge. (MySQL's own is in mysql_bounded.go.)
 func (c *common) QueuesAfter(ctx context.Context, ex sqldb.Execer, after string, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	var out []string
-	if c.name == "mysql" {
-		// MariaDB reads a correlated MIN by scanning the index, but runs
-		// GROUP BY on the index's first column as a loose index scan
-		// ("Using index for group-by"): one entry per name.
-		err := c.eachRow(ctx, ex, "SELECT queue FROM "+c.jobs+" WHERE queue > ? GROUP BY queue ORDER BY queue LIMIT "+strconv.Itoa(limit),
-			[]any{after}, func(scan func(...any) error) error {
-				var name string
-				if err := scan(&name); err != nil {
-					return err
-				}
-				out = append(out, name)
-				return nil
-			})
-		return out, err
-	}
 	conds := []string{"reserved_at IS NULL", "reserved_at IS NOT NULL"}
 	for _, cond := range conds {
 		q := `WITH RECURSIVE names (queue, n) AS (
@@ -108,37 +82,28 @@ const cappedChunk = 50
 // subqueries, each a COUNT over a derived table with LIMIT, so each
 // reads at most limit index entries. PostgreSQL and SQLite count the
 // due and future ranges of the waiting rows' index and the reserved
-// rows' index, entries only. MySQL's index has no reserved_at: it reads
-// the due range of (queue, available_at) and looks each row up for
-// reserved_at, so a capped due range leaves both the pending and the
-// reserved count lower bounds. Its future range is counted from the index
-// alone: a reserved row is never in it, because a claim takes only due
-// rows and leaves available_at as it was, and a release that delays a job
-// clears reserved_at in the same statement (dbqueue's and Laravel's
-// alike). That halves the row lookups of a page of deep queues.
+// rows' index, entries only. (MySQL's own is in mysql_bounded.go.)
 func (c *common) CappedSizes(ctx context.Context, ex sqldb.Execer, queues []string, limit int64) ([]CappedSizes, error) {
 	lim := strconv.FormatInt(limit, 10)
-	var row string
-	if c.name == "mysql" {
-		rng := func(op string) string {
-			return `FROM (SELECT reserved_at, available_at FROM ` + c.jobs + ` WHERE queue = ? AND available_at ` + op + ` ` + c.now +
-				` ORDER BY available_at LIMIT ` + lim + `) x`
-		}
-		row = `SELECT %d, due.n, due.r, due.m, future.n, future.r, 0, ` + c.now + `
-FROM (SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0) AS r,
-  MIN(CASE WHEN reserved_at IS NULL THEN available_at END) AS m ` + rng("<=") + `) due
-CROSS JOIN (SELECT COUNT(*) AS n, 0 AS r FROM (SELECT available_at FROM ` + c.jobs + ` WHERE queue = ? AND available_at > ` + c.now +
-			` ORDER BY available_at LIMIT ` + lim + `) x) future`
-	} else {
-		count := func(where string) string {
-			return `(SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + c.jobs + ` WHERE queue = ? AND ` + where + ` LIMIT ` + lim + `) x)`
-		}
-		row = `SELECT %d,
+	count := func(where string) string {
+		return `(SELECT COUNT(*) FROM (SELECT 1 AS one FROM ` + c.jobs + ` WHERE queue = ? AND ` + where + ` LIMIT ` + lim + `) x)`
+	}
+	row := `SELECT %d,
   ` + count("reserved_at IS NULL AND available_at <= "+c.now) + `, 0,
   (SELECT MIN(available_at) FROM ` + c.jobs + ` WHERE queue = ? AND reserved_at IS NULL AND available_at <= ` + c.now + `),
   ` + count("reserved_at IS NULL AND available_at > "+c.now) + `, 0,
   ` + count("reserved_at IS NOT NULL") + `, ` + c.now
-	}
+	return c.cappedSizes(ctx, ex, queues, limit, row, false)
+}
+
+// cappedSizes runs CappedSizes' statement, a UNION ALL of row (whose %d
+// is the queue's index and whose every parameter its name) per queue.
+// row reads the queue's index, due count, reserved rows among the due,
+// oldest pending available_at, future count, reserved among the future,
+// reserved count, and now. dueHoldsReserved says the due count reaches
+// reserved rows, so a capped due range leaves the reserved count a lower
+// bound too.
+func (c *common) cappedSizes(ctx context.Context, ex sqldb.Execer, queues []string, limit int64, row string, dueHoldsReserved bool) ([]CappedSizes, error) {
 	params := strings.Count(row, "?")
 	out := make([]CappedSizes, len(queues))
 	for start := 0; start < len(queues); start += cappedChunk {
@@ -167,7 +132,7 @@ CROSS JOIN (SELECT COUNT(*) AS n, 0 AS r FROM (SELECT available_at FROM ` + c.jo
 				Pending: due - dueRes, Delayed: future - futureRes, Reserved: reserved + dueRes + futureRes, Now: now}}}
 			s.PendingCapped = due >= limit
 			s.DelayedCapped = future >= limit
-			s.ReservedCapped = reserved >= limit || (c.name == "mysql" && s.PendingCapped)
+			s.ReservedCapped = reserved >= limit || (dueHoldsReserved && s.PendingCapped)
 			if oldest.Valid {
 				v := oldest.Int64
 				s.OldestPending = &v
@@ -183,30 +148,15 @@ CROSS JOIN (SELECT COUNT(*) AS n, 0 AS r FROM (SELECT available_at FROM ` + c.jo
 }
 
 // CappedTotals reads the first limit entries of the waiting rows' index
-// and of the reserved rows' index (PostgreSQL, SQLite), or the first
-// limit rows of the table (MySQL, whose only index over every row lacks
-// reserved_at). When a read is cut, every count it fed is a lower bound.
+// and of the reserved rows' index (PostgreSQL, SQLite; MySQL's own is in
+// mysql_bounded.go). When a read is cut, every count it fed is a lower
+// bound.
 func (c *common) CappedTotals(ctx context.Context, ex sqldb.Execer, limit int64) (CappedSizes, error) {
 	lim := strconv.FormatInt(limit, 10)
 	var (
-		s                            CappedSizes
-		read, due, dueRes, futureRes int64
-		reserved                     int64
+		s                   CappedSizes
+		read, due, reserved int64
 	)
-	if c.name == "mysql" {
-		err := ex.QueryRow(ctx, `SELECT COUNT(*),
-  COALESCE(SUM(CASE WHEN available_at <= `+c.now+` THEN 1 ELSE 0 END), 0),
-  COALESCE(SUM(CASE WHEN available_at <= `+c.now+` AND reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0),
-  COALESCE(SUM(CASE WHEN available_at > `+c.now+` AND reserved_at IS NOT NULL THEN 1 ELSE 0 END), 0)
-FROM (SELECT reserved_at, available_at FROM `+c.jobs+` LIMIT `+lim+`) x`).Scan(&read, &due, &dueRes, &futureRes)
-		if err != nil {
-			return s, err
-		}
-		s.Pending, s.Delayed, s.Reserved = due-dueRes, read-due-futureRes, dueRes+futureRes
-		capped := read >= limit
-		s.PendingCapped, s.DelayedCapped, s.ReservedCapped = capped, capped, capped
-		return s, nil
-	}
 	err := ex.QueryRow(ctx, `SELECT
   (SELECT COUNT(*) FROM (SELECT 1 AS one FROM `+c.jobs+` WHERE reserved_at IS NULL LIMIT `+lim+`) x),
   (SELECT COALESCE(SUM(CASE WHEN available_at <= `+c.now+` THEN 1 ELSE 0 END), 0)

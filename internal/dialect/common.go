@@ -101,7 +101,104 @@ type common struct {
 	ints intDest
 	// noHistory: the error history table is missing (see probeHistory).
 	noHistory bool
+	spelling
 }
+
+// spelling is how a database writes the parts that differ inside the
+// statements the shared files build. Each dialect's constructor, in its
+// own file, fills every field, so no shared file asks which database it
+// is writing for (TestSharedFilesNameNoDatabase keeps it so).
+type spelling struct {
+	// intDiv is integer division, a / b for non-negative operands.
+	intDiv func(a, b string) string
+	// sumInt sums an integer column into an integer.
+	sumInt func(col string) string
+	// contains tests that column col holds a parameter's text, byte for
+	// byte (never by a collation's idea of equal).
+	contains func(col string) string
+	// least is the scalar minimum of its arguments.
+	least string
+	// lockRead is the suffix of a read that locks rows; shareRead that of
+	// a read that must see the newest committed rows whatever the
+	// transaction's isolation.
+	lockRead, shareRead string
+	// lockTx are the options of the transaction LockReservation reads in.
+	lockTx sqldb.TxOptions
+	// skipTaken is an INSERT INTO table (cols) VALUES values that inserts
+	// nothing when a row holds its key, and counts 1 for a row inserted
+	// and 0 for one skipped, whatever the DSN's flags.
+	skipTaken func(table, cols, values, key string) string
+	// keepTaken is the suffix of an INSERT that leaves a row holding its
+	// key as it is (and locked, where the database locks it); takenCounts
+	// says the INSERT's rows-affected count then is 0, so a count of 1
+	// proves an insert (MySQL's clientFoundRows makes it 1 either way).
+	keepTaken   func(key string) string
+	takenCounts bool
+	// replaceTaken is the suffix of an INSERT that sets cols of the row
+	// holding key to the values the INSERT gives; addTaken is the INSERT's
+	// head (into table, with the alias m where the suffix needs one) and
+	// the suffix that adds them to those already there instead.
+	replaceTaken func(key string, cols []string) string
+	addTaken     func(table, key string, cols []string) (into, set string)
+	// replaceNewer is the head and suffix of an INSERT that, where a row
+	// holds key, sets cols and by to the INSERT's values only when the
+	// INSERT's by is greater than the row's (or the row's is NULL): a
+	// late writer of an older value changes nothing.
+	replaceNewer func(table, key, by string, cols []string) (into, set string)
+	// deleteFirst deletes the rows of table that match where, at most
+	// as many as tail ("[ORDER BY …] LIMIT …") keeps; key is the primary
+	// key's columns.
+	deleteFirst func(table, key, where, tail string) string
+	// topJoin: SumMetricGroups with a Top ranks the groups, then joins
+	// back to sum every column of those it keeps (see topQuery), rather
+	// than ranking and summing in one pass.
+	topJoin bool
+}
+
+// The clauses below are spelled alike by PostgreSQL and SQLite, whose
+// spellings use them.
+
+func onConflictNothing(key string) string { return " ON CONFLICT (" + key + ") DO NOTHING" }
+
+func insertOnConflictNothing(table, cols, values, key string) string {
+	return "INSERT INTO " + table + " (" + cols + ") VALUES " + values + onConflictNothing(key)
+}
+
+func onConflictReplace(key string, cols []string) string {
+	set := make([]string, len(cols))
+	for i, col := range cols {
+		set[i] = col + " = excluded." + col
+	}
+	return " ON CONFLICT (" + key + ") DO UPDATE SET " + strings.Join(set, ", ")
+}
+
+func onConflictReplaceNewer(table, key, by string, cols []string) (into, set string) {
+	sets := make([]string, 0, len(cols)+1)
+	for _, col := range append(cols, by) {
+		sets = append(sets, col+" = excluded."+col)
+	}
+	return "INSERT INTO " + table + " AS m", " ON CONFLICT (" + key + ") DO UPDATE SET " + strings.Join(sets, ", ") +
+		" WHERE m." + by + " IS NULL OR m." + by + " < excluded." + by
+}
+
+func onConflictAdd(table, key string, cols []string) (into, set string) {
+	sums := make([]string, len(cols))
+	for i, col := range cols {
+		sums[i] = col + " = m." + col + " + excluded." + col
+	}
+	return "INSERT INTO " + table + " AS m", " ON CONFLICT (" + key + ") DO UPDATE SET " + strings.Join(sums, ", ")
+}
+
+// deleteInFirst deletes the rows a subquery with the LIMIT selects.
+func deleteInFirst(table, key, where, tail string) string {
+	in := key
+	if strings.Contains(key, ",") {
+		in = "(" + key + ")"
+	}
+	return "DELETE FROM " + table + " WHERE " + in + " IN (SELECT " + key + " FROM " + table + " WHERE " + where + tail + ")"
+}
+
+func slashDiv(a, b string) string { return "(" + a + ") / " + b }
 
 func newCommon(name string, t Tables, now string, epoch, timestamp func(string) string) *common {
 	c := &common{

@@ -13,8 +13,7 @@ import (
 // caller owns (a transactional handler's): the caller's own writes and
 // the job's end commit together or not at all. Nothing here begins,
 // commits or rolls back: a method that reports the row not held leaves
-// the transaction for the caller to roll back. Every dialect implements
-// it, and callers assert it.
+// the transaction for the caller to roll back. Dialect embeds it.
 type TxFinisher interface {
 	// CompleteIn deletes a held row inside tx, in one statement, and
 	// reports whether it was held.
@@ -142,7 +141,7 @@ func (j *joined) Close() error { return nil }
 // rolled back at once. A lock wait that times out is a retryable error.
 func (c *common) lockReservation(ctx context.Context, db sqldb.DB, id int64, prepare, lock string) (Reservation, bool, error) {
 	var r Reservation
-	tx, err := db.Begin(ctx, sqldb.TxOptions{ReadCommitted: c.name != "sqlite"})
+	tx, err := db.Begin(ctx, c.lockTx)
 	if err != nil {
 		return r, false, err
 	}

@@ -1,15 +1,19 @@
 // Package dialect is dbqueue's one seam between the queue and the SQL of
 // each database: every statement dbqueue runs is written here, in one file
-// per database (postgres.go, mysql.go, sqlite.go) over the SQL they share
-// (common.go). No other package of the module branches on the database or
-// writes its own SQL; they call a Dialect.
+// per database (postgres.go, mysql.go, sqlite.go, and their postgres_*.go,
+// mysql_*.go files) over the SQL they share (common.go and the files named
+// for a feature). A shared file never asks which database it writes for:
+// where the databases differ inside a shared statement, each database's
+// constructor says how it writes that part (its spelling), and where a
+// whole statement differs, the database's own method replaces the shared
+// one. No other package of the module branches on the database or writes
+// its own SQL; they call a Dialect.
 package dialect
 
 import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -17,8 +21,21 @@ import (
 // Dialect is what dbqueue asks of a database. Methods that take an Execer
 // run inside the caller's transaction or on a pool; those that take a DB
 // may open transactions of their own. None retries: callers wrap them in
-// sqldb.Retry where a retry is safe.
+// sqldb.Retry where a retry is safe. The SQL of each feature beside the
+// jobs table is an interface of its own, which every dialect implements.
 type Dialect interface {
+	Uniquer
+	TickLocker
+	Limits
+	Batches
+	Lookup
+	TxFinisher
+	ErrorHistory
+	Searcher
+	Bounded
+	Operator
+	ScheduleBook
+
 	// Name is "postgres", "mysql" or "sqlite".
 	Name() string
 	// Tables are the tables this dialect was built for.
@@ -285,52 +302,15 @@ func Open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect,
 	return d, probeHistory(ctx, ex, d)
 }
 
-func open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (Dialect, error) {
-	d, err := For(name, t, MySQLServer{})
+func open(ctx context.Context, name string, ex sqldb.Execer, t Tables) (database, error) {
+	d, err := build(name, t, MySQLServer{})
 	if err != nil {
 		return nil, err
 	}
 	if err := d.CheckServer(ctx, ex); err != nil {
 		return nil, err
 	}
-	if name == "postgres" {
-		// Laravel's failed_at is a timestamp without time zone; dbqueue's
-		// own is timestamptz. A missing table reads as dbqueue's: the
-		// queue's table check reports it next.
-		var zoneless bool
-		err := ex.QueryRow(ctx, `SELECT COALESCE((SELECT atttypid = 'timestamp without time zone'::regtype FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = 'failed_at' AND NOT attisdropped), false)`, t.FailedTable()).Scan(&zoneless)
-		if err != nil {
-			return nil, fmt.Errorf("dbqueue: read the type of %s.failed_at: %w", t.FailedTable(), err)
-		}
-		return newPostgres(t, zoneless), nil
-	}
-	if name != "mysql" {
-		return d, nil
-	}
-	var version string
-	if err := ex.QueryRow(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return nil, fmt.Errorf("dbqueue: read the server version: %w", err)
-	}
-	srv := MySQLServer{MariaDB: strings.Contains(strings.ToLower(version), "mariadb")}
-	// A multi-row INSERT's ids follow auto_increment_increment apart from
-	// the first (Group Replication multi-primary and Galera set it above
-	// 1). MySQL 8 reports only the first, so it counts on that; MariaDB
-	// does too where innodb_autoinc_lock_mode (0 or 1) promises a statement
-	// consecutive ids, and otherwise (2, which Galera requires) reads them
-	// back with RETURNING. A server that will not say keeps RETURNING.
-	var lockMode int64 = 2
-	q := "SELECT @@auto_increment_increment, @@innodb_autoinc_lock_mode"
-	if err := ex.QueryRow(ctx, q).Scan(&srv.IDStep, &lockMode); err != nil {
-		if !srv.MariaDB {
-			if err := ex.QueryRow(ctx, "SELECT @@auto_increment_increment").Scan(&srv.IDStep); err != nil {
-				return nil, fmt.Errorf("dbqueue: read auto_increment_increment: %w", err)
-			}
-		}
-		lockMode = 2
-	}
-	srv.ConsecutiveIDs = lockMode < 2
-	return For(name, t, srv)
+	return d.forServer(ctx, ex)
 }
 
 // MySQLServer is what the MySQL dialect needs to know of its server.
@@ -349,16 +329,38 @@ type MySQLServer struct {
 // For returns the dialect of name ("postgres", "mysql", "sqlite") over
 // tables t; srv matters to MySQL only.
 func For(name string, t Tables, srv MySQLServer) (Dialect, error) {
+	d, err := build(name, t, srv)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// database is a dialect as this package builds it: a Dialect, and what
+// Open reads of its server before a queue uses it. Each database's file
+// checks that its dialect is one.
+type database interface {
+	Dialect
+	// forServer returns the dialect for the server ex is connected to,
+	// after reading what this database's statements depend on.
+	forServer(ctx context.Context, ex sqldb.Execer) (database, error)
+	// base is the common the dialect is built on.
+	base() *common
+}
+
+// databases builds the dialect of each name For takes.
+var databases = map[string]func(t Tables, srv MySQLServer) database{
+	"postgres": func(t Tables, _ MySQLServer) database { return newPostgres(t, false) },
+	"mysql":    func(t Tables, srv MySQLServer) database { return newMySQL(t, srv) },
+	"sqlite":   func(t Tables, _ MySQLServer) database { return newSQLite(t) },
+}
+
+func build(name string, t Tables, srv MySQLServer) (database, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
-	switch name {
-	case "postgres":
-		return newPostgres(t, false), nil
-	case "mysql":
-		return newMySQL(t, srv), nil
-	case "sqlite":
-		return newSQLite(t), nil
+	if newDialect, ok := databases[name]; ok {
+		return newDialect(t, srv), nil
 	}
 	return nil, fmt.Errorf("dbqueue: unknown dialect %q: use postgres, mysql or sqlite", name)
 }

@@ -47,8 +47,7 @@ type AttemptError struct {
 	At int64
 }
 
-// ErrorHistory is the SQL of error history. Every dialect implements it, and
-// callers assert it.
+// ErrorHistory is the SQL of error history. Dialect embeds it.
 type ErrorHistory interface {
 	// JobErrors reads the errors of row id of jobs, oldest first.
 	JobErrors(ctx context.Context, ex sqldb.Execer, id int64) ([]AttemptError, error)
@@ -65,9 +64,6 @@ type ErrorHistory interface {
 
 func (c *common) errorsTable() string { return c.tables.ErrorsTable() }
 
-// based is every dialect: each is built on common.
-type based interface{ base() *common }
-
 func (c *common) base() *common { return c }
 
 // probeHistory turns error history off when its table is missing: a
@@ -75,8 +71,8 @@ func (c *common) base() *common { return c }
 // deploy that runs this code before `migrate up`. Jobs then run, fail
 // and finish as before, and keep no history; the lookups find none.
 // Any other error is returned.
-func probeHistory(ctx context.Context, ex sqldb.Execer, d Dialect) error {
-	c := d.(based).base()
+func probeHistory(ctx context.Context, ex sqldb.Execer, d database) error {
+	c := d.base()
 	rows, err := ex.Query(ctx, "SELECT id FROM "+c.errorsTable()+" WHERE 1 = 0")
 	if err == nil {
 		rows.Close()
@@ -88,10 +84,6 @@ func probeHistory(ctx context.Context, ex sqldb.Execer, d Dialect) error {
 	}
 	return err
 }
-
-// ErrorHistoryOff reports whether d keeps no error history (its table is
-// missing: run migrate up).
-func ErrorHistoryOff(d Dialect) bool { return d.(based).base().noHistory }
 
 const historyColumns = "attempt, error, worker, created_at"
 

@@ -2,7 +2,6 @@ package dialect
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -10,8 +9,7 @@ import (
 
 // Limits is the SQL of the worker middleware's two tables (migration
 // 00005): <jobs>_limits, hit counters in windows of a given length, and
-// <jobs>_locks, named locks that expire. It is kept apart from Dialect
-// because only package middleware needs it; get it with LimitsOf.
+// <jobs>_locks, named locks that expire. Package middleware uses it.
 //
 // Every time is the database's clock, in Unix seconds. A window opened at
 // window_start with length per is current while now < window_start + per;
@@ -51,15 +49,6 @@ type Limits interface {
 	// PruneLimits deletes windows opened more than age seconds ago and
 	// locks that have expired, and returns how many rows it deleted.
 	PruneLimits(ctx context.Context, ex sqldb.Execer, age int64) (int64, error)
-}
-
-// LimitsOf returns d's Limits: every dialect of this package has them.
-func LimitsOf(d Dialect) (Limits, error) {
-	l, ok := d.(Limits)
-	if !ok {
-		return nil, errors.New("dbqueue: this dialect has no limits and locks tables")
-	}
-	return l, nil
 }
 
 func (c *common) limitsTable() string { return c.tables.JobsTable() + "_limits" }

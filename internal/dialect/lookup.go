@@ -11,9 +11,8 @@ import (
 )
 
 // Lookup reads and changes one row of jobs by its id, for the queue's
-// inspection and control methods (Queue.Job, Jobs, Cancel, RunNow). It is
-// kept off Dialect, which is what claiming and finishing need; every
-// dialect implements it, and callers assert it.
+// inspection and control methods (Queue.Job, Jobs, Cancel, RunNow).
+// Dialect embeds it.
 type Lookup interface {
 	// FindJob reads row id with its state; found is false when it is gone.
 	FindJob(ctx context.Context, ex sqldb.Execer, id int64) (row StatedRow, found bool, err error)

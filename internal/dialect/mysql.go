@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -42,6 +43,55 @@ func newMySQL(t Tables, srv MySQLServer) *mysql {
 	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP())" +
 		" ON DUPLICATE KEY UPDATE connection = VALUES(connection), queue = VALUES(queue), payload = VALUES(payload), exception = VALUES(exception), failed_at = VALUES(failed_at)"
 	c.ints = mysqlInt
+	c.spelling = spelling{
+		intDiv: func(a, b string) string { return "(" + a + ") DIV " + b },
+		// MySQL's SUM of an integer is a decimal.
+		sumInt:   func(col string) string { return "CAST(SUM(" + col + ") AS SIGNED)" },
+		contains: func(col string) string { return "LOCATE(CAST(? AS BINARY), CAST(" + col + " AS BINARY)) > 0" },
+		least:    "LEAST",
+		lockRead: " FOR UPDATE",
+		// A REPEATABLE READ transaction's plain reads see its snapshot.
+		shareRead: " LOCK IN SHARE MODE",
+		lockTx:    sqldb.TxOptions{ReadCommitted: true},
+		// INSERT IGNORE counts 1 for a row inserted and 0 for one
+		// ignored, with or without clientFoundRows.
+		skipTaken: func(table, cols, values, _ string) string {
+			return "INSERT IGNORE INTO " + table + " (" + cols + ") VALUES " + values
+		},
+		// The no-op update locks the row; with the DSN's clientFoundRows
+		// its count is 1, as an insert's is.
+		keepTaken:   func(key string) string { return " ON DUPLICATE KEY UPDATE " + key + " = " + key },
+		takenCounts: false,
+		replaceTaken: func(_ string, cols []string) string {
+			set := make([]string, len(cols))
+			for i, col := range cols {
+				set[i] = col + " = VALUES(" + col + ")"
+			}
+			return " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+		},
+		// MySQL assigns in order, so by, which every IF reads, comes last.
+		replaceNewer: func(table, _, by string, cols []string) (string, string) {
+			newer := "(" + by + " IS NULL OR " + by + " < VALUES(" + by + "))"
+			set := make([]string, 0, len(cols)+1)
+			for _, col := range append(cols, by) {
+				set = append(set, col+" = IF("+newer+", VALUES("+col+"), "+col+")")
+			}
+			return "INSERT INTO " + table, " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+		},
+		addTaken: func(table, _ string, cols []string) (string, string) {
+			set := make([]string, len(cols))
+			for i, col := range cols {
+				set[i] = col + " = " + col + " + VALUES(" + col + ")"
+			}
+			return "INSERT INTO " + table, " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+		},
+		// MySQL reads no LIMIT in an IN subquery, nor the table a DELETE
+		// deletes from; its DELETE takes ORDER BY and LIMIT itself.
+		deleteFirst: func(table, _, where, tail string) string { return "DELETE FROM " + table + " WHERE " + where + tail },
+		// MariaDB runs topQuery's join back as a scan of the range per
+		// kept group (seconds at times): rank and sum in one pass.
+		topJoin: false,
+	}
 	m := &mysql{common: c, mariaDB: srv.MariaDB, returning: srv.MariaDB && !srv.ConsecutiveIDs, idStep: max(srv.IDStep, 1)}
 	m.due = "((reserved_at IS NULL AND available_at <= " + c.now + ") OR (reserved_at IS NOT NULL AND reserved_at <= " + c.now + " - ?))"
 	// The index hint keeps both reads on the index whose order is the
@@ -137,5 +187,36 @@ func (m *mysql) SetSignal(ctx context.Context, ex sqldb.Execer, name string, val
 func (m *mysql) CheckServer(ctx context.Context, ex sqldb.Execer) error {
 	return checkVersion(ctx, ex, "SELECT VERSION()", "mysql", func(v string) bool {
 		return !strings.Contains(strings.ToLower(v), "postgresql")
-	})
+	}, serverUnread("mysql"))
 }
+
+// forServer reads what the MySQL dialect needs to know of its server
+// (MySQLServer): whether it is MariaDB, and how it draws the ids of a
+// multi-row INSERT.
+func (m *mysql) forServer(ctx context.Context, ex sqldb.Execer) (database, error) {
+	var version string
+	if err := ex.QueryRow(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return nil, fmt.Errorf("dbqueue: read the server version: %w", err)
+	}
+	srv := MySQLServer{MariaDB: strings.Contains(strings.ToLower(version), "mariadb")}
+	// A multi-row INSERT's ids follow auto_increment_increment apart from
+	// the first (Group Replication multi-primary and Galera set it above
+	// 1). MySQL 8 reports only the first, so it counts on that; MariaDB
+	// does too where innodb_autoinc_lock_mode (0 or 1) promises a statement
+	// consecutive ids, and otherwise (2, which Galera requires) reads them
+	// back with RETURNING. A server that will not say keeps RETURNING.
+	var lockMode int64 = 2
+	q := "SELECT @@auto_increment_increment, @@innodb_autoinc_lock_mode"
+	if err := ex.QueryRow(ctx, q).Scan(&srv.IDStep, &lockMode); err != nil {
+		if !srv.MariaDB {
+			if err := ex.QueryRow(ctx, "SELECT @@auto_increment_increment").Scan(&srv.IDStep); err != nil {
+				return nil, fmt.Errorf("dbqueue: read auto_increment_increment: %w", err)
+			}
+		}
+		lockMode = 2
+	}
+	srv.ConsecutiveIDs = lockMode < 2
+	return newMySQL(m.tables, srv), nil
+}
+
+var _ database = (*mysql)(nil)

@@ -12,9 +12,8 @@ import (
 
 // Operator is the SQL of the operator's view (migration 00009): the
 // per-minute metrics workers write, their heartbeat rows, and the
-// optional history of finished jobs. It is kept apart from Dialect, as
-// Limits is, because only the worker and the read API need it; get it
-// with OperatorOf.
+// optional history of finished jobs, which the worker writes and the
+// read API reads.
 //
 // Every time is the database clock in Unix seconds. Every statement is a
 // single one outside any session state, so it runs as it is through a
@@ -60,15 +59,6 @@ type Operator interface {
 
 	// DBNow reads the database clock.
 	DBNow(ctx context.Context, ex sqldb.Execer) (int64, error)
-}
-
-// OperatorOf returns d's Operator: every dialect of this package has one.
-func OperatorOf(d Dialect) (Operator, error) {
-	o, ok := d.(Operator)
-	if !ok {
-		return nil, errors.New("dbqueue: this dialect has no metrics and workers tables")
-	}
-	return o, nil
 }
 
 // MetricRow is one (queue, kind)'s counts to add to a minute.
@@ -161,26 +151,6 @@ func (r *MetricRow) dests(group *int64) []any {
 	return out
 }
 
-// intDiv is integer division, a / b for non-negative operands.
-func (c *common) intDiv(a, b string) string {
-	if c.name == "mysql" {
-		return "(" + a + ") DIV " + b
-	}
-	return "(" + a + ") / " + b
-}
-
-// sumInt sums an integer column into an integer (PostgreSQL's SUM of a
-// bigint is numeric, MySQL's a decimal).
-func (c *common) sumInt(col string) string {
-	switch c.name {
-	case "postgres":
-		return "CAST(SUM(" + col + ") AS bigint)"
-	case "mysql":
-		return "CAST(SUM(" + col + ") AS SIGNED)"
-	}
-	return "SUM(" + col + ")"
-}
-
 // AddMetrics reads the database clock, then, in one transaction, makes
 // one multi-row upsert per chunk into the minute's rows and one into the
 // hour's: BEGIN, SELECT, two upserts, COMMIT for up to metricChunk rows.
@@ -260,26 +230,8 @@ func floorTo(t, unit int64) int64 {
 // statement.
 func (c *common) upsertMetrics(ctx context.Context, ex sqldb.Execer, table string, bucket int64, rows []MetricRow) error {
 	row := "(?, ?, ?" + strings.Repeat(", ?", len(metricCounts)) + ")"
-	head := "INSERT INTO " + table + " AS m (bucket, queue, kind, " + strings.Join(metricCounts, ", ") + ") VALUES "
-	var set strings.Builder
-	if c.name == "mysql" {
-		head = strings.Replace(head, " AS m ", " ", 1)
-		set.WriteString(" ON DUPLICATE KEY UPDATE ")
-		for i, col := range metricCounts {
-			if i > 0 {
-				set.WriteString(", ")
-			}
-			set.WriteString(col + " = " + col + " + VALUES(" + col + ")")
-		}
-	} else {
-		set.WriteString(" ON CONFLICT (bucket, queue, kind) DO UPDATE SET ")
-		for i, col := range metricCounts {
-			if i > 0 {
-				set.WriteString(", ")
-			}
-			set.WriteString(col + " = m." + col + " + excluded." + col)
-		}
-	}
+	into, set := c.addTaken(table, "bucket, queue, kind", metricCounts)
+	head := into + " (bucket, queue, kind, " + strings.Join(metricCounts, ", ") + ") VALUES "
 	for rest := rows; len(rest) > 0; {
 		chunk := rest[:min(len(rest), metricChunk)]
 		rest = rest[len(chunk):]
@@ -294,7 +246,7 @@ func (c *common) upsertMetrics(ctx context.Context, ex sqldb.Execer, table strin
 			args = append(args, bucket)
 			args = chunk[i].args(args)
 		}
-		q.WriteString(set.String())
+		q.WriteString(set)
 		if _, err := ex.Exec(ctx, c.rebind(q.String()), args...); err != nil {
 			return err
 		}
@@ -311,14 +263,7 @@ func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, l
 		table string
 		age   int64
 	}{{c.metricsTable(), age}, {c.hourlyTable(), age + 3540}} {
-		t := p.table
-		q := "DELETE FROM " + t + " WHERE (bucket, queue, kind) IN (SELECT bucket, queue, kind FROM " + t +
-			" WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?)"
-		if c.name == "mysql" {
-			// MySQL reads no LIMIT in an IN subquery, nor the table a DELETE
-			// deletes from; its DELETE takes ORDER BY and LIMIT itself.
-			q = "DELETE FROM " + t + " WHERE bucket < " + c.now + " - ? ORDER BY bucket LIMIT ?"
-		}
+		q := c.deleteFirst(p.table, "bucket, queue, kind", "bucket < "+c.now+" - ?", " ORDER BY bucket LIMIT ?")
 		res, err := ex.Exec(ctx, c.rebind(q), p.age, limit)
 		if err != nil {
 			return most, err
@@ -331,7 +276,7 @@ func (c *common) PruneMetrics(ctx context.Context, ex sqldb.Execer, age int64, l
 // sumQuery is the statement of SumMetrics (byGroup false) or
 // SumMetricGroups (true), and its arguments.
 func (c *common) sumQuery(r MetricsRange, byGroup bool) (string, []any) {
-	if byGroup && r.Top > 0 && c.name != "mysql" {
+	if byGroup && r.Top > 0 && c.topJoin {
 		return c.topQuery(r)
 	}
 	var q strings.Builder
@@ -462,12 +407,7 @@ const workerColumns = "id, name, host, pid, version, queues, concurrency, runnin
 
 func (c *common) Beat(ctx context.Context, ex sqldb.Execer, w WorkerRow, ttl int64) error {
 	q := "INSERT INTO " + c.workersTable() + " (" + workerColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " +
-		c.now + ", " + c.now + ", " + c.now + " + ?)"
-	if c.name == "mysql" {
-		q += " ON DUPLICATE KEY UPDATE running = VALUES(running), processed = VALUES(processed), last_seen = VALUES(last_seen), expires_at = VALUES(expires_at)"
-	} else {
-		q += " ON CONFLICT (id) DO UPDATE SET running = excluded.running, processed = excluded.processed, last_seen = excluded.last_seen, expires_at = excluded.expires_at"
-	}
+		c.now + ", " + c.now + ", " + c.now + " + ?)" + c.replaceTaken("id", []string{"running", "processed", "last_seen", "expires_at"})
 	_, err := ex.Exec(ctx, c.rebind(q), w.ID, w.Name, w.Host, w.PID, w.Version, w.Queues, w.Concurrency, w.Running, w.Processed, ttl)
 	return err
 }
@@ -534,11 +474,7 @@ func (c *common) AddHistory(ctx context.Context, ex sqldb.Execer, rows []History
 }
 
 func (c *common) PruneHistory(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error) {
-	t := c.historyTable()
-	q := "DELETE FROM " + t + " WHERE seq IN (SELECT seq FROM " + t + " WHERE finished_at < " + c.now + " - ? ORDER BY finished_at LIMIT ?)"
-	if c.name == "mysql" {
-		q = "DELETE FROM " + t + " WHERE finished_at < " + c.now + " - ? ORDER BY finished_at LIMIT ?"
-	}
+	q := c.deleteFirst(c.historyTable(), "seq", "finished_at < "+c.now+" - ?", " ORDER BY finished_at LIMIT ?")
 	res, err := ex.Exec(ctx, c.rebind(q), age, limit)
 	return res.RowsAffected, err
 }

@@ -36,10 +36,7 @@ func (c *common) AcquireTickLock(ctx context.Context, ex sqldb.Execer, l UniqueL
 		return 0, false, errors.New("tick lock " + l.Key + " needs ExpiresAt and StaleAt")
 	}
 	t := c.tables.UniqueTable()
-	insert := "INSERT INTO " + t + " (lock_key, job_id, until_mode, expires_at) VALUES (?, 0, ?, ?) ON CONFLICT (lock_key) DO NOTHING"
-	if c.name == "mysql" {
-		insert = "INSERT IGNORE INTO " + t + " (lock_key, job_id, until_mode, expires_at) VALUES (?, 0, ?, ?)"
-	}
+	insert := c.skipTaken(t, "lock_key, job_id, until_mode, expires_at", "(?, 0, ?, ?)", "lock_key")
 	for range uniqueRounds {
 		res, err := ex.Exec(ctx, c.rebind(insert), l.Key, l.Mode, *l.ExpiresAt)
 		if err != nil {
@@ -52,7 +49,7 @@ func (c *common) AcquireTickLock(ctx context.Context, ex sqldb.Execer, l UniqueL
 			holder  int64
 			expires sql.NullInt64
 		)
-		err = ex.QueryRow(ctx, c.rebind("SELECT job_id, expires_at FROM "+t+" WHERE lock_key = ?"+c.lockRead()), l.Key).Scan(&holder, &expires)
+		err = ex.QueryRow(ctx, c.rebind("SELECT job_id, expires_at FROM "+t+" WHERE lock_key = ?"+c.lockRead), l.Key).Scan(&holder, &expires)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned since the insert saw it: insert again
 		}
@@ -76,12 +73,7 @@ func (c *common) PruneTickLocks(ctx context.Context, db sqldb.DB, grace int64, l
 	t := c.tables.UniqueTable()
 	where := "(until_mode = " + strconv.Itoa(UntilTick) + " AND expires_at <= " + c.now + " - ?)" +
 		" OR (until_mode = " + strconv.Itoa(UntilExpired) + " AND expires_at <= " + c.now + ")"
-	var q string
-	if c.name == "mysql" {
-		q = "DELETE FROM " + t + " WHERE " + where + " LIMIT " + strconv.Itoa(limit)
-	} else {
-		q = "DELETE FROM " + t + " WHERE lock_key IN (SELECT lock_key FROM " + t + " WHERE " + where + " LIMIT " + strconv.Itoa(limit) + ")"
-	}
+	q := c.deleteFirst(t, "lock_key", where, " LIMIT "+strconv.Itoa(limit))
 	res, err := db.Exec(ctx, c.rebind(q), grace)
 	if err != nil {
 		return 0, err

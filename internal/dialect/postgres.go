@@ -59,6 +59,23 @@ func newPostgres(t Tables, zoneless bool) *postgres {
 	}
 	c := newCommon("postgres", t, "CAST(floor(EXTRACT(EPOCH FROM now())) AS bigint)", epoch, timestamp)
 	c.rebinder = sqldb.Rebind
+	c.spelling = spelling{
+		intDiv: slashDiv,
+		// PostgreSQL's SUM of a bigint is numeric.
+		sumInt:       func(col string) string { return "CAST(SUM(" + col + ") AS bigint)" },
+		contains:     func(col string) string { return "strpos(" + col + ", ?) > 0" },
+		least:        "LEAST",
+		lockRead:     " FOR UPDATE",
+		lockTx:       sqldb.TxOptions{ReadCommitted: true},
+		skipTaken:    insertOnConflictNothing,
+		keepTaken:    onConflictNothing,
+		takenCounts:  true,
+		replaceTaken: onConflictReplace,
+		addTaken:     onConflictAdd,
+		replaceNewer: onConflictReplaceNewer,
+		deleteFirst:  deleteInFirst,
+		topJoin:      true,
+	}
 	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception, failed_at) VALUES (?, ?, ?, ?, ?, " + now + ")" +
 		" ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at"
 	p := &postgres{common: c, channel: notifyChannel(t)}
@@ -290,5 +307,21 @@ func (p *postgres) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []Fail
 func (p *postgres) CheckServer(ctx context.Context, ex sqldb.Execer) error {
 	return checkVersion(ctx, ex, "SELECT version()", "postgres", func(v string) bool {
 		return strings.Contains(strings.ToLower(v), "postgresql")
-	})
+	}, serverUnread("postgres"))
 }
+
+// forServer reads the type of failed_at: Laravel's is a timestamp without
+// time zone, dbqueue's own timestamptz. A missing table reads as
+// dbqueue's: the queue's table check reports it next.
+func (p *postgres) forServer(ctx context.Context, ex sqldb.Execer) (database, error) {
+	t := p.tables
+	var zoneless bool
+	err := ex.QueryRow(ctx, `SELECT COALESCE((SELECT atttypid = 'timestamp without time zone'::regtype FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'failed_at' AND NOT attisdropped), false)`, t.FailedTable()).Scan(&zoneless)
+	if err != nil {
+		return nil, fmt.Errorf("dbqueue: read the type of %s.failed_at: %w", t.FailedTable(), err)
+	}
+	return newPostgres(t, zoneless), nil
+}
+
+var _ database = (*postgres)(nil)

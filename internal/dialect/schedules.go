@@ -57,11 +57,7 @@ func (c *common) SeeSchedules(ctx context.Context, ex sqldb.Execer, rows []Sched
 		q.WriteString("(?, ?, ?, '', '', ?, " + c.now + ")")
 		args = append(args, r.Key, r.Name, r.Spec, r.NextTick)
 	}
-	if c.name == "mysql" {
-		q.WriteString(" ON DUPLICATE KEY UPDATE name = VALUES(name), spec = VALUES(spec), next_tick = VALUES(next_tick), seen_at = VALUES(seen_at)")
-	} else {
-		q.WriteString(" ON CONFLICT (schedule_key) DO UPDATE SET name = excluded.name, spec = excluded.spec, next_tick = excluded.next_tick, seen_at = excluded.seen_at")
-	}
+	q.WriteString(c.replaceTaken("schedule_key", []string{"name", "spec", "next_tick", "seen_at"}))
 	_, err := ex.Exec(ctx, c.rebind(q.String()), args...)
 	return err
 }
@@ -69,24 +65,9 @@ func (c *common) SeeSchedules(ctx context.Context, ex sqldb.Execer, rows []Sched
 // RecordScheduleTick keeps the latest tick: a process that pushed tick t
 // and records it after another recorded t+1 changes nothing.
 func (c *common) RecordScheduleTick(ctx context.Context, ex sqldb.Execer, r ScheduleRow) error {
-	cols := []string{"name", "spec", "queue", "job", "next_tick", "last_job_id", "last_pushed_at", "seen_at", "last_tick"} // last_tick last: MySQL assigns in order
-	q := "INSERT INTO " + c.schedulesTable() + " AS s (schedule_key, name, spec, queue, job, next_tick, last_job_id, last_pushed_at, seen_at, last_tick)" +
-		" VALUES (?, ?, ?, ?, ?, ?, ?, " + c.now + ", " + c.now + ", ?)"
-	var set []string
-	if c.name == "mysql" {
-		q = strings.Replace(q, " AS s ", " ", 1)
-		newer := "(last_tick IS NULL OR last_tick < VALUES(last_tick))"
-		for _, col := range cols {
-			set = append(set, col+" = IF("+newer+", VALUES("+col+"), "+col+")")
-		}
-		q += " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
-	} else {
-		for _, col := range cols {
-			set = append(set, col+" = excluded."+col)
-		}
-		q += " ON CONFLICT (schedule_key) DO UPDATE SET " + strings.Join(set, ", ") +
-			" WHERE s.last_tick IS NULL OR s.last_tick < excluded.last_tick"
-	}
+	into, set := c.replaceNewer(c.schedulesTable(), "schedule_key", "last_tick", []string{"name", "spec", "queue", "job", "next_tick", "last_job_id", "last_pushed_at", "seen_at"})
+	q := into + " (schedule_key, name, spec, queue, job, next_tick, last_job_id, last_pushed_at, seen_at, last_tick)" +
+		" VALUES (?, ?, ?, ?, ?, ?, ?, " + c.now + ", " + c.now + ", ?)" + set
 	_, err := ex.Exec(ctx, c.rebind(q), r.Key, r.Name, r.Spec, r.Queue, r.Job, r.NextTick, r.LastJobID, r.LastTick)
 	return err
 }
@@ -115,10 +96,7 @@ func (c *common) Schedules(ctx context.Context, ex sqldb.Execer) ([]ScheduleRow,
 
 func (c *common) PruneSchedules(ctx context.Context, ex sqldb.Execer, age int64, limit int) (int64, error) {
 	t := c.schedulesTable()
-	q := "DELETE FROM " + t + " WHERE schedule_key IN (SELECT schedule_key FROM " + t + " WHERE seen_at < " + c.now + " - ? LIMIT ?)"
-	if c.name == "mysql" {
-		q = "DELETE FROM " + t + " WHERE seen_at < " + c.now + " - ? LIMIT ?"
-	}
+	q := c.deleteFirst(t, "schedule_key", "seen_at < "+c.now+" - ?", " LIMIT ?")
 	res, err := ex.Exec(ctx, c.rebind(q), age, limit)
 	return res.RowsAffected, err
 }

@@ -10,8 +10,7 @@ import (
 
 // Searcher finds rows of jobs and failed_jobs for an operator, reading at
 // most a window of the newest rows by primary key, so no search reads a
-// whole table however it is asked. Every dialect implements it, and
-// callers assert it.
+// whole table however it is asked. Dialect embeds it.
 type Searcher interface {
 	// SearchJobs reads the rows of jobs that match f inside its window,
 	// newest first, handing each to keep until keep has taken f.Limit.
@@ -51,18 +50,6 @@ type Window struct {
 	Oldest int64
 	More   bool
 	Newest int64
-}
-
-// contains is the SQL test that column col holds a parameter's text,
-// byte for byte (never by a collation's idea of equal).
-func (c *common) contains(col string) string {
-	switch c.name {
-	case "postgres":
-		return "strpos(" + col + ", ?) > 0"
-	case "mysql":
-		return "LOCATE(CAST(? AS BINARY), CAST(" + col + " AS BINARY)) > 0"
-	}
-	return "instr(" + col + ", ?) > 0"
 }
 
 // window reads the size and oldest id of a search's window of table.

@@ -25,6 +25,24 @@ func newSQLite(t Tables) *sqlite {
 	epoch := func(col string) string { return "CAST(strftime('%s'," + col + ") AS INTEGER)" }
 	timestamp := func(param string) string { return "datetime(" + param + ",'unixepoch')" }
 	c := newCommon("sqlite", t, "CAST(strftime('%s','now') AS INTEGER)", epoch, timestamp)
+	c.spelling = spelling{
+		intDiv:   slashDiv,
+		sumInt:   func(col string) string { return "SUM(" + col + ")" },
+		contains: func(col string) string { return "instr(" + col + ", ?) > 0" },
+		least:    "MIN", // SQLite's scalar min
+		// A write transaction holds the whole database: reads need no
+		// locks, and no isolation level is asked for.
+		lockRead:     "",
+		lockTx:       sqldb.TxOptions{},
+		skipTaken:    insertOnConflictNothing,
+		keepTaken:    onConflictNothing,
+		takenCounts:  true,
+		replaceTaken: onConflictReplace,
+		addTaken:     onConflictAdd,
+		replaceNewer: onConflictReplaceNewer,
+		deleteFirst:  deleteInFirst,
+		topJoin:      true,
+	}
 	c.failInsert = "INSERT INTO " + c.failed + " (uuid, connection, queue, payload, exception) VALUES (?, ?, ?, ?, ?)" +
 		" ON CONFLICT (uuid) DO UPDATE SET connection = excluded.connection, queue = excluded.queue, payload = excluded.payload, exception = excluded.exception, failed_at = excluded.failed_at"
 	expired, ready := c.claimArms()
@@ -256,5 +274,11 @@ func (s *sqlite) LockFailed(ctx context.Context, tx sqldb.Tx, f FailedFilter) ([
 }
 
 func (s *sqlite) CheckServer(ctx context.Context, ex sqldb.Execer) error {
-	return checkVersion(ctx, ex, "SELECT sqlite_version()", "sqlite", func(string) bool { return true })
+	return checkVersion(ctx, ex, "SELECT sqlite_version()", "sqlite", func(string) bool { return true },
+		"check that the DSN's path names a file this process may create or write, in a directory that exists, and that the driver package is that database's")
 }
+
+// forServer: the SQLite dialect depends on nothing of its database.
+func (s *sqlite) forServer(context.Context, sqldb.Execer) (database, error) { return s, nil }
+
+var _ database = (*sqlite)(nil)

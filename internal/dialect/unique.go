@@ -43,8 +43,8 @@ type UniqueLock struct {
 	ExpiresAt, StaleAt *int64
 }
 
-// Uniquer is the SQL of unique jobs. Every dialect implements it; it is
-// kept apart from Dialect so that the feature stays in its own file.
+// Uniquer is the SQL of unique jobs, kept in its own file; Dialect embeds
+// it.
 //
 // A lock is live while its row exists, has not expired, and its job is
 // still in the state its mode guards (in jobs; never claimed). Deriving
@@ -186,24 +186,6 @@ func (t Tables) UniqueTable() string {
 // seen taken by the insert may be pruned before it is locked.
 const uniqueRounds = 5
 
-// lockRead is the suffix of a read that locks rows (SQLite's write
-// transaction holds the whole database); shareRead that of a read that must
-// see the newest committed rows whatever the transaction's isolation (a
-// MySQL REPEATABLE READ transaction's plain reads see its snapshot).
-func (c *common) lockRead() string {
-	if c.name == "sqlite" {
-		return ""
-	}
-	return " FOR UPDATE"
-}
-
-func (c *common) shareRead() string {
-	if c.name == "mysql" {
-		return " LOCK IN SHARE MODE"
-	}
-	return ""
-}
-
 func (c *common) lockExpiry(l UniqueLock) (string, []any) {
 	switch {
 	case l.ExpiresAt != nil:
@@ -229,18 +211,13 @@ func (c *common) lockExpiry(l UniqueLock) (string, []any) {
 func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLock) (int64, bool, error) {
 	t := c.tables.UniqueTable()
 	expiry, eargs := c.lockExpiry(l)
-	insert := "INSERT INTO " + t + " (lock_key, job_id, until_mode, expires_at) VALUES (?, 0, ?, " + expiry + ")"
-	if c.name == "mysql" {
-		insert += " ON DUPLICATE KEY UPDATE lock_key = lock_key"
-	} else {
-		insert += " ON CONFLICT (lock_key) DO NOTHING"
-	}
+	insert := "INSERT INTO " + t + " (lock_key, job_id, until_mode, expires_at) VALUES (?, 0, ?, " + expiry + ")" + c.keepTaken("lock_key")
 	for range uniqueRounds {
 		res, err := ex.Exec(ctx, c.rebind(insert), append([]any{l.Key, l.Mode}, eargs...)...)
 		if err != nil {
 			return 0, false, err
 		}
-		if res.RowsAffected == 1 && c.name != "mysql" {
+		if res.RowsAffected == 1 && c.takenCounts {
 			return 0, true, nil
 		}
 		var (
@@ -249,7 +226,7 @@ func (c *common) AcquireUnique(ctx context.Context, ex sqldb.Execer, l UniqueLoc
 			expires sql.NullInt64
 			now     int64
 		)
-		err = ex.QueryRow(ctx, c.rebind("SELECT job_id, until_mode, expires_at, "+c.now+" FROM "+t+" WHERE lock_key = ?"+c.lockRead()), l.Key).
+		err = ex.QueryRow(ctx, c.rebind("SELECT job_id, until_mode, expires_at, "+c.now+" FROM "+t+" WHERE lock_key = ?"+c.lockRead), l.Key).
 			Scan(&holder, &mode, &expires, &now)
 		if errors.Is(err, sql.ErrNoRows) { // pgx's ErrNoRows is one too
 			continue // pruned since the insert saw it: insert again
@@ -301,7 +278,7 @@ func (c *common) jobLive(ctx context.Context, ex sqldb.Execer, id int64, mode in
 		q += neverClaimed("")
 	}
 	var n int
-	err := ex.QueryRow(ctx, c.rebind(q+c.shareRead()), id).Scan(&n)
+	err := ex.QueryRow(ctx, c.rebind(q+c.shareRead), id).Scan(&n)
 	return n > 0, err
 }
 
@@ -348,7 +325,7 @@ func (c *common) PruneUnique(ctx context.Context, db sqldb.DB, limit int) (int64
 			args[i] = k
 		}
 		in := "u.lock_key IN (" + sqldb.List(len(keys)) + ")"
-		if _, err := scanStrings(tx.Query(ctx, c.rebind("SELECT u.lock_key FROM "+t+" u WHERE "+in+c.lockRead()), args...)); err != nil {
+		if _, err := scanStrings(tx.Query(ctx, c.rebind("SELECT u.lock_key FROM "+t+" u WHERE "+in+c.lockRead), args...)); err != nil {
 			return err
 		}
 		// A new statement of a READ COMMITTED transaction: it sees the

@@ -15,7 +15,7 @@ import (
 // error, or in a transaction) or of a pushed one does not. Every claim
 // returns the token it wrote, and no two reservations share one.
 func claimMarksAbandoned(t *testing.T, s *suite) {
-	f := s.Dialect.(dialect.TxFinisher)
+	f := s.Dialect
 	q := s.queue(t)
 	id := s.push(t, q, 1)[0]
 	tokens := map[int64]string{}

@@ -26,7 +26,7 @@ var batchesTests = []test{
 // next link and counts the outcome in the batch, all or nothing: a stale
 // reservation changes nothing. A cancelled batch reads as cancelled.
 func batches(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	q := s.queue(t)
 	id := q + "-batch"
 	row := dialect.BatchRow{ID: id, Name: "conformance", TotalJobs: 2, PendingJobs: 2, Options: dialect.BatchOptions(false)}
@@ -89,7 +89,7 @@ func (s *suite) newBatch(t *testing.T, total int, allowFailures bool) string {
 	t.Helper()
 	id := s.queue(t) + "-batch"
 	row := dialect.BatchRow{ID: id, Name: "conformance", TotalJobs: total, PendingJobs: total, Options: dialect.BatchOptions(allowFailures)}
-	if err := s.Dialect.(dialect.Batches).InsertBatch(s.ctx, s.DB, row); err != nil {
+	if err := s.Dialect.InsertBatch(s.ctx, s.DB, row); err != nil {
 		t.Fatalf("insert batch: %v", err)
 	}
 	return id
@@ -97,7 +97,7 @@ func (s *suite) newBatch(t *testing.T, total int, allowFailures bool) string {
 
 func (s *suite) findBatch(t *testing.T, id string) dialect.BatchRow {
 	t.Helper()
-	b, found, err := s.Dialect.(dialect.Batches).FindBatch(s.ctx, s.DB, id)
+	b, found, err := s.Dialect.FindBatch(s.ctx, s.DB, id)
 	if err != nil || !found {
 		t.Fatalf("find batch %s: found %v, %v", id, found, err)
 	}
@@ -107,7 +107,7 @@ func (s *suite) findBatch(t *testing.T, id string) dialect.BatchRow {
 // InsertBatch writes the row as given, created now, inside the caller's
 // transaction: a rollback leaves none.
 func insertBatch(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	id := s.queue(t)
 	row := dialect.BatchRow{ID: id, Name: "név ' \\", TotalJobs: 3, PendingJobs: 2, FailedJobs: 1, FailedJobIDs: []string{"u1"}, Options: dialect.BatchOptions(true)}
 	tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{})
@@ -138,7 +138,7 @@ func insertBatch(t *testing.T, s *suite) {
 
 // FindBatch reads a batch as stored; found is false when there is none.
 func findBatch(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	id := s.newBatch(t, 2, false)
 	got := s.findBatch(t, id)
 	if got.ID != id || got.TotalJobs != 2 || got.PendingJobs != 2 || got.FailedJobs != 0 || len(got.FailedJobIDs) != 0 || dialect.AllowsFailures(got.Options) {
@@ -152,7 +152,7 @@ func findBatch(t *testing.T, s *suite) {
 // CancelBatch marks a batch cancelled and finished once (a second cancel
 // keeps the first time) and says whether there was one.
 func cancelBatch(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	id := s.newBatch(t, 1, false)
 	before := s.now(t)
 	if found, err := b.CancelBatch(s.ctx, s.DB, id); err != nil || !found {
@@ -178,7 +178,7 @@ func cancelBatch(t *testing.T, s *suite) {
 // and no others (own tables: it prunes the whole table).
 func pruneBatches(t *testing.T, s *suite) {
 	o := s.own(t)
-	b := o.Dialect.(dialect.Batches)
+	b := o.Dialect
 	old, recent, open := o.newBatch(t, 1, false), o.newBatch(t, 1, false), o.newBatch(t, 1, false)
 	for _, id := range []string{old, recent} {
 		if _, err := b.CancelBatch(o.ctx, o.DB, id); err != nil {
@@ -201,7 +201,7 @@ func pruneBatches(t *testing.T, s *suite) {
 // list, finished at 0 pending) or a failure (counted once per uuid; the
 // first cancels a batch that allows none), and says nil for no batch.
 func countInBatch(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	count := func(id, uuid string, failed bool) *dialect.BatchChange {
 		t.Helper()
 		var ch *dialect.BatchChange
@@ -243,7 +243,7 @@ func countInBatch(t *testing.T, s *suite) {
 // BatchTxOptions begin a transaction that locks a batch row (MySQL: READ
 // COMMITTED); two counts of one batch in such transactions both count.
 func batchTxOptions(t *testing.T, s *suite) {
-	b := s.Dialect.(dialect.Batches)
+	b := s.Dialect
 	opts := b.BatchTxOptions()
 	if s.Dialect.Name() == "mysql" && !opts.ReadCommitted {
 		t.Fatal("MySQL's BatchTxOptions are not READ COMMITTED: a lock of a batch row takes gap locks")

@@ -285,11 +285,7 @@ func (s *suite) failed(t *testing.T, queue, uuid string) dialect.FailedRow {
 // history is d's ErrorHistory.
 func (s *suite) history(t *testing.T) dialect.ErrorHistory {
 	t.Helper()
-	h, ok := s.Dialect.(dialect.ErrorHistory)
-	if !ok {
-		t.Fatal("the dialect has no ErrorHistory")
-	}
-	return h
+	return s.Dialect
 }
 
 // releaseWithError releases the held row r, due at once, with an error

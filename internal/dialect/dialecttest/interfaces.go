@@ -65,8 +65,19 @@ func (in iface) missing() (untested, unknown []string) {
 	for _, c := range in.tests {
 		has[c.method] = true
 	}
+	embedded := map[string]bool{} // methods of the listed interfaces in.typ embeds: tested in their files
+	for _, other := range interfaces {
+		if other.typ != in.typ && in.typ.Implements(other.typ) {
+			for i := range other.typ.NumMethod() {
+				embedded[other.typ.Method(i).Name] = true
+			}
+		}
+	}
 	for i := range in.typ.NumMethod() {
 		name := in.typ.Method(i).Name
+		if embedded[name] {
+			continue
+		}
 		if !has[name] {
 			untested = append(untested, in.typ.Name()+"."+name)
 		}

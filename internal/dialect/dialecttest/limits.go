@@ -27,14 +27,14 @@ var limitsTests = []test{
 
 func (s *suite) limits(t *testing.T) dialect.Limits {
 	t.Helper()
-	return must[dialect.Limits](t, "limits")(dialect.LimitsOf(s.Dialect))
+	return s.Dialect
 }
 
 // Hits count in a window of the database's clock and start again once it
 // passed; named locks go to one owner at a time and are taken over when
 // expired.
 func limitsAndLocks(t *testing.T, s *suite) {
-	l := must[dialect.Limits](t, "limits")(dialect.LimitsOf(s.Dialect))
+	l := s.Dialect
 	name := s.queue(t)
 	for want := int64(1); want <= 3; want++ {
 		hits, left := must2(t, "hit")(l.Hit(s.ctx, s.DB, name, 60))

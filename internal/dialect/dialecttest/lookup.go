@@ -20,7 +20,7 @@ var lookupTests = []test{
 // Lookup reads each row's state from the database's clock, cancels only
 // rows nobody holds, and makes a delayed row due.
 func lookup(t *testing.T, s *suite) {
-	l := s.Dialect.(dialect.Lookup)
+	l := s.Dialect
 	q := s.queue(t)
 	ids := s.insert(t, []dialect.PushRow{
 		{Queue: q, Payload: payload(q, 0)},
@@ -78,7 +78,7 @@ func lookup(t *testing.T, s *suite) {
 // ListJobs pages through rows in id order after AfterID, by queue and
 // state, Limit at a time.
 func listJobs(t *testing.T, s *suite) {
-	l := s.Dialect.(dialect.Lookup)
+	l := s.Dialect
 	q, other := s.queue(t), s.queue(t)
 	ids := s.insert(t, []dialect.PushRow{
 		{Queue: q, Payload: payload(q, 0)},
@@ -127,7 +127,7 @@ func listJobs(t *testing.T, s *suite) {
 // CancelJob deletes a row nobody holds and returns its payload, leaves a
 // reserved row, and says gone for a missing one; a rollback keeps the row.
 func cancelJob(t *testing.T, s *suite) {
-	l := s.Dialect.(dialect.Lookup)
+	l := s.Dialect
 	q := s.queue(t)
 	ids := s.insert(t, []dialect.PushRow{{Queue: q, Payload: payload(q, 0), At: 3600}, {Queue: q, Payload: payload(q, 1)}})
 	cancel := func(id int64, commit bool) (string, []byte) {
@@ -178,7 +178,7 @@ func cancelJob(t *testing.T, s *suite) {
 // RunNow makes a delayed row due and names its queue; a pending, reserved
 // or missing row is left as it is and its state said.
 func runNow(t *testing.T, s *suite) {
-	l := s.Dialect.(dialect.Lookup)
+	l := s.Dialect
 	q := s.queue(t)
 	ids := s.insert(t, []dialect.PushRow{{Queue: q, Payload: payload(q, 0), At: 3600}, {Queue: q, Payload: payload(q, 1)}})
 	if st, queue, err := l.RunNow(s.ctx, s.DB, ids[1]); err != nil || st != dialect.StatePending || queue != q {

@@ -27,7 +27,7 @@ func scheduleRow(name, spec string, next int64) dialect.ScheduleRow {
 // schedulesByName reads the table into a map by name.
 func schedulesByName(t *testing.T, s *suite) (map[string]dialect.ScheduleRow, int64) {
 	t.Helper()
-	rows, now, err := s.Dialect.(dialect.ScheduleBook).Schedules(s.ctx, s.DB)
+	rows, now, err := s.Dialect.Schedules(s.ctx, s.DB)
 	if err != nil {
 		t.Fatalf("Schedules: %v", err)
 	}
@@ -43,7 +43,7 @@ func schedulesByName(t *testing.T, s *suite) (map[string]dialect.ScheduleRow, in
 // was pushed as it was.
 func seeSchedules(t *testing.T, s *suite) {
 	o := s.own(t)
-	b := o.Dialect.(dialect.ScheduleBook)
+	b := o.Dialect
 	now := o.now(t)
 	a, c := scheduleRow("every-minute", "@every 1m", now+60), scheduleRow("nightly ☾", "0 3 * * *", now+3600)
 	if err := b.SeeSchedules(o.ctx, o.DB, nil); err != nil {
@@ -86,7 +86,7 @@ func seeSchedules(t *testing.T, s *suite) {
 // one changes nothing.
 func recordScheduleTick(t *testing.T, s *suite) {
 	o := s.own(t)
-	b := o.Dialect.(dialect.ScheduleBook)
+	b := o.Dialect
 	now := o.now(t)
 	row := func(tick, job int64) dialect.ScheduleRow {
 		r := scheduleRow("reports", "@every 1m", tick+60)
@@ -117,7 +117,7 @@ func recordScheduleTick(t *testing.T, s *suite) {
 // Schedules reads every row by name, with the database's clock.
 func readSchedules(t *testing.T, s *suite) {
 	o := s.own(t)
-	b := o.Dialect.(dialect.ScheduleBook)
+	b := o.Dialect
 	if rows, now, err := b.Schedules(o.ctx, o.DB); err != nil || len(rows) != 0 || now == 0 {
 		t.Fatalf("empty table: %d rows, now %d, %v", len(rows), now, err)
 	}
@@ -145,7 +145,7 @@ func readSchedules(t *testing.T, s *suite) {
 // keeps the rest.
 func pruneSchedules(t *testing.T, s *suite) {
 	o := s.own(t)
-	b := o.Dialect.(dialect.ScheduleBook)
+	b := o.Dialect
 	now := o.now(t)
 	var rows []dialect.ScheduleRow
 	for _, n := range []string{"old-1", "old-2", "old-3", "fresh"} {

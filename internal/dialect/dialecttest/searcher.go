@@ -20,7 +20,7 @@ var searcherTests = []test{
 // window held; an ID reads that row alone.
 func searchJobs(t *testing.T, s *suite) {
 	o := s.own(t)
-	sr := o.Dialect.(dialect.Searcher)
+	sr := o.Dialect
 	q, other := o.queue(t), o.queue(t)
 	var rows []dialect.PushRow
 	for i := range 6 {
@@ -84,7 +84,7 @@ func searchJobs(t *testing.T, s *suite) {
 // exception too, and a UUID reading that row alone.
 func searchFailed(t *testing.T, s *suite) {
 	o := s.own(t)
-	sr := o.Dialect.(dialect.Searcher)
+	sr := o.Dialect
 	q := o.queue(t)
 	var rows []dialect.FailedRow
 	for i := range 4 {

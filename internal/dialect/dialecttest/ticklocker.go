@@ -17,7 +17,7 @@ var tickLockerTests = []test{
 // A periodic tick's lock is taken once per tick: the same tick again is
 // refused, the next one takes it over.
 func tickLocks(t *testing.T, s *suite) {
-	tl := s.Dialect.(dialect.TickLocker)
+	tl := s.Dialect
 	key := s.queue(t)
 	now := s.now(t)
 	tick := func(at int64) bool {
@@ -52,7 +52,7 @@ func tickLocks(t *testing.T, s *suite) {
 // tables: it prunes the whole table).
 func pruneTickLocks(t *testing.T, s *suite) {
 	o := s.own(t)
-	tl := o.Dialect.(dialect.TickLocker)
+	tl := o.Dialect
 	now := o.now(t)
 	key := o.queue(t)
 	lock := func(k string, mode int, expires int64) {

@@ -21,7 +21,7 @@ var txFinisherTests = []test{
 // only, and only when that transaction commits; LockReservation reads
 // who holds a row.
 func finishesInTheCallersTransaction(t *testing.T, s *suite) {
-	f := s.Dialect.(dialect.TxFinisher)
+	f := s.Dialect
 	q := s.queue(t)
 	s.push(t, q, 2)
 	rows := s.claim(t, q, 3600, 2)
@@ -84,7 +84,7 @@ func finishesInTheCallersTransaction(t *testing.T, s *suite) {
 // stale reservation, and the delete, the next link and the batch's count
 // commit or roll back with the caller's own writes.
 func finishIn(t *testing.T, s *suite) {
-	f := s.Dialect.(dialect.TxFinisher)
+	f := s.Dialect
 	q := s.queue(t)
 	id := s.newBatch(t, 2, true)
 	s.push(t, q, 2)
@@ -98,7 +98,7 @@ func finishIn(t *testing.T, s *suite) {
 	fin := dialect.Finish{Next: []dialect.PushRow{next}, BatchID: id, JobUUID: "j0"}
 	run := func(h dialect.Held, fin dialect.Finish, commit bool) dialect.FinishResult {
 		t.Helper()
-		tx, err := s.DB.Begin(s.ctx, s.Dialect.(dialect.Batches).BatchTxOptions())
+		tx, err := s.DB.Begin(s.ctx, s.Dialect.BatchTxOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func finishIn(t *testing.T, s *suite) {
 // ReleaseIn puts a held row back after delay with a new token, its
 // attempt taken back with giveBack only, when the caller commits.
 func releaseIn(t *testing.T, s *suite) {
-	f := s.Dialect.(dialect.TxFinisher)
+	f := s.Dialect
 	q := s.queue(t)
 	s.push(t, q, 2)
 	rows := s.claim(t, q, 3600, 2)
@@ -216,7 +216,7 @@ func releaseIn(t *testing.T, s *suite) {
 // is writing it rather than reading around it; found is false when the
 // row is gone.
 func lockReservation(t *testing.T, s *suite) {
-	f := s.Dialect.(dialect.TxFinisher)
+	f := s.Dialect
 	q := s.queue(t)
 	s.push(t, q, 1)
 	c := s.claimOne(t, q)

@@ -23,7 +23,7 @@ var uniquerTests = []test{
 // lock was refused) and the holder a refusal named.
 func (s *suite) acquire(t *testing.T, queue string, l dialect.UniqueLock) (id, holder int64) {
 	t.Helper()
-	u := s.Dialect.(dialect.Uniquer)
+	u := s.Dialect
 	err := sqldb.InTx(s.ctx, s.DB, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
 		h, ok, err := u.AcquireUnique(s.ctx, tx, l)
 		if err != nil || !ok {
@@ -94,7 +94,7 @@ func unique(t *testing.T, s *suite) {
 	}
 	// Pruning removes locks that hold nothing and keeps live ones.
 	s.exec(t, "UPDATE "+s.Dialect.Tables().UniqueTable()+" SET expires_at = ? WHERE lock_key = ?", past, expiring.Key)
-	if n := must[int64](t, "prune")(s.Dialect.(dialect.Uniquer).PruneUnique(s.ctx, s.DB, 1000)); n < 1 {
+	if n := must[int64](t, "prune")(s.Dialect.PruneUnique(s.ctx, s.DB, 1000)); n < 1 {
 		t.Fatalf("prune deleted %d locks, want at least the expired one", n)
 	}
 	if n := s.int(t, "SELECT COUNT(*) FROM "+s.Dialect.Tables().UniqueTable()+" WHERE lock_key = ?", expiring.Key); n != 0 {
@@ -108,7 +108,7 @@ func unique(t *testing.T, s *suite) {
 // SetUniqueJob records the job that holds a key, which a second push then
 // names; a key that is not held fails.
 func setUniqueJob(t *testing.T, s *suite) {
-	u := s.Dialect.(dialect.Uniquer)
+	u := s.Dialect
 	q := s.queue(t)
 	l := dialect.UniqueLock{Key: q + "-key", Mode: dialect.UntilFinished}
 	id, _ := s.acquire(t, q, l)
@@ -128,7 +128,7 @@ func setUniqueJob(t *testing.T, s *suite) {
 // tables: it prunes the whole table).
 func pruneUnique(t *testing.T, s *suite) {
 	o := s.own(t)
-	u := o.Dialect.(dialect.Uniquer)
+	u := o.Dialect
 	q := o.queue(t)
 	now := o.now(t)
 	past, future := now-10, now+3600
@@ -141,7 +141,7 @@ func pruneUnique(t *testing.T, s *suite) {
 	o.acquire(t, q, dialect.UniqueLock{Key: q + "-expired", Mode: dialect.UntilExpired, ExpiresAt: &future})
 	o.exec(t, "UPDATE "+o.Dialect.Tables().UniqueTable()+" SET expires_at = ? WHERE lock_key = ?", past, q+"-expired")
 	o.acquire(t, q, dialect.UniqueLock{Key: q + "-until", Mode: dialect.UntilExpired, ExpiresAt: &future})
-	tick := o.Dialect.(dialect.TickLocker)
+	tick := o.Dialect
 	o.inTx(t, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
 		_, _, err := tick.AcquireTickLock(o.ctx, tx, dialect.UniqueLock{Key: q + "-tick", Mode: dialect.UntilTick, ExpiresAt: &past, StaleAt: &past})
 		return err
@@ -169,7 +169,7 @@ func pruneUnique(t *testing.T, s *suite) {
 // DBNow is the database's clock in Unix seconds.
 func uniquerDBNow(t *testing.T, s *suite) {
 	before := s.now(t)
-	now := must[int64](t, "DBNow")(s.Dialect.(dialect.Uniquer).DBNow(s.ctx, s.DB))
+	now := must[int64](t, "DBNow")(s.Dialect.DBNow(s.ctx, s.DB))
 	if now < before || now > s.now(t) {
 		t.Fatalf("DBNow %d, want the database's now (%d)", now, before)
 	}
@@ -182,7 +182,7 @@ func uniquerDBNow(t *testing.T, s *suite) {
 // takes its lock for the new job, unless a live job holds it: then the
 // job goes back without the lock.
 func retryUnique(t *testing.T, s *suite) {
-	u := s.Dialect.(dialect.Uniquer)
+	u := s.Dialect
 	q := s.queue(t)
 	retry := func(uuid string, l dialect.UniqueLock) bool {
 		t.Helper()
