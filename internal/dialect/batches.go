@@ -172,7 +172,6 @@ func (c *common) PruneBatches(ctx context.Context, ex sqldb.Execer, olderThan in
 }
 
 func (c *common) BatchTxOptions() sqldb.TxOptions { return sqldb.TxOptions{} }
-func (m *mysql) BatchTxOptions() sqldb.TxOptions  { return sqldb.TxOptions{ReadCommitted: true} }
 
 // countInBatch locks the batch row (lock: " FOR UPDATE", or "" where the
 // transaction holds the database), applies Laravel's bookkeeping in Go
@@ -236,10 +235,6 @@ func (c *common) CountInBatch(ctx context.Context, tx sqldb.Tx, id, jobUUID stri
 	return c.countInBatch(ctx, tx, id, jobUUID, failed, " FOR UPDATE")
 }
 
-func (s *sqlite) CountInBatch(ctx context.Context, tx sqldb.Tx, id, jobUUID string, failed bool) (*BatchChange, error) {
-	return s.countInBatch(ctx, tx, id, jobUUID, failed, "")
-}
-
 type insertFunc func(ctx context.Context, ex sqldb.Execer, rows []PushRow, notify bool) ([]int64, error)
 
 type counter func(ctx context.Context, tx sqldb.Tx, id, jobUUID string, failed bool) (*BatchChange, error)
@@ -281,18 +276,6 @@ func (c *common) finishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish
 		return FinishResult{}, err
 	}
 	return res, nil
-}
-
-func (p *postgres) FinishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish) (FinishResult, error) {
-	return p.finishLinked(ctx, db, h, f, p.BatchTxOptions(), p.Insert, p.CountInBatch)
-}
-
-func (m *mysql) FinishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish) (FinishResult, error) {
-	return m.finishLinked(ctx, db, h, f, m.BatchTxOptions(), m.Insert, m.CountInBatch)
-}
-
-func (s *sqlite) FinishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish) (FinishResult, error) {
-	return s.finishLinked(ctx, db, h, f, s.BatchTxOptions(), s.Insert, s.CountInBatch)
 }
 
 // phpAllowFailures is how PHP's serialize() writes allowFailures => true

@@ -813,14 +813,6 @@ func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []Failed
 	return nil
 }
 
-func (m *mysql) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
-	return m.retryFromFailed(ctx, tx, rows, m.Insert)
-}
-
-func (s *sqlite) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
-	return s.retryFromFailed(ctx, tx, rows, s.Insert)
-}
-
 // bumpScale makes a bumped signal's new value: the database's clock in
 // Unix seconds times a million, or one more than the old value when that
 // is not less. Each bump changes the value, two in one second or with the

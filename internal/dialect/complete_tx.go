@@ -77,35 +77,6 @@ func (c *common) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64
 	return c.releaseIn(ctx, tx, h, delay, giveBack)
 }
 
-// ReleaseIn on MySQL also makes the next claims look from the start: the
-// row may become due behind the claim cursor by the time the caller's
-// transaction commits. Looks from the start also come every second, so a
-// commit later than this only delays the row by that much.
-func (m *mysql) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
-	return m.putBack(m.releaseIn(ctx, tx, h, delay, giveBack))
-}
-
-// ReleaseIn on PostgreSQL forces looks too: its claim has a cursor.
-func (p *postgres) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
-	return p.putBack(p.releaseIn(ctx, tx, h, delay, giveBack))
-}
-
-// FinishIn runs the dialect's own FinishLinked inside the caller's
-// transaction (see joined), so a chain's next link and a batch's count are
-// written exactly as a worker's own finish writes them, in the same lock
-// order.
-func (p *postgres) FinishIn(ctx context.Context, tx sqldb.Tx, h Held, f Finish) (FinishResult, error) {
-	return finishIn(ctx, tx, func(db sqldb.DB) (FinishResult, error) { return p.FinishLinked(ctx, db, h, f) })
-}
-
-func (m *mysql) FinishIn(ctx context.Context, tx sqldb.Tx, h Held, f Finish) (FinishResult, error) {
-	return finishIn(ctx, tx, func(db sqldb.DB) (FinishResult, error) { return m.FinishLinked(ctx, db, h, f) })
-}
-
-func (s *sqlite) FinishIn(ctx context.Context, tx sqldb.Tx, h Held, f Finish) (FinishResult, error) {
-	return finishIn(ctx, tx, func(db sqldb.DB) (FinishResult, error) { return s.FinishLinked(ctx, db, h, f) })
-}
-
 func finishIn(ctx context.Context, tx sqldb.Tx, fn func(sqldb.DB) (FinishResult, error)) (FinishResult, error) {
 	j := &joined{Tx: tx}
 	res, err := fn(j)
@@ -165,29 +136,6 @@ func (c *common) lockReservation(ctx context.Context, db sqldb.DB, id int64, pre
 	}
 	r = Reservation{Token: token, Attempts: int(attempts), Reserved: reserved.Valid}
 	return r, true, nil
-}
-
-// LockReservation on PostgreSQL waits at most lockWaitSeconds per try
-// (lock_timeout, local to its transaction; 55P03 is retryable).
-func (p *postgres) LockReservation(ctx context.Context, db sqldb.DB, id int64) (Reservation, bool, error) {
-	return p.lockReservation(ctx, db, id, "SET LOCAL lock_timeout = '"+strconv.Itoa(lockWaitSeconds)+"s'", " FOR UPDATE")
-}
-
-// LockReservation on MariaDB waits at most lockWaitSeconds per try (FOR
-// UPDATE WAIT, error 1205, retryable); MySQL 8 has no WAIT clause and
-// waits innodb_lock_wait_timeout (50s by default), also 1205.
-func (m *mysql) LockReservation(ctx context.Context, db sqldb.DB, id int64) (Reservation, bool, error) {
-	lock := " FOR UPDATE"
-	if m.mariaDB {
-		lock += " WAIT " + strconv.Itoa(lockWaitSeconds)
-	}
-	return m.lockReservation(ctx, db, id, "", lock)
-}
-
-// LockReservation on SQLite reads inside a transaction, which waits for
-// the one writer (busy_timeout): SQLite has no row locks.
-func (s *sqlite) LockReservation(ctx context.Context, db sqldb.DB, id int64) (Reservation, bool, error) {
-	return s.lockReservation(ctx, db, id, "", "")
 }
 
 var (

@@ -153,10 +153,6 @@ func (c *common) CancelJob(ctx context.Context, tx sqldb.Tx, id int64) (string, 
 	return c.cancelJob(ctx, tx, id, " FOR UPDATE")
 }
 
-func (s *sqlite) CancelJob(ctx context.Context, tx sqldb.Tx, id int64) (string, []byte, error) {
-	return s.cancelJob(ctx, tx, id, "")
-}
-
 // runNowSQL makes a delayed row due; it returns the row's queue.
 func (c *common) runNowSQL() string {
 	return "UPDATE " + c.jobs + " SET available_at = " + c.now + " WHERE id = ? AND reserved_at IS NULL AND available_at > " + c.now
@@ -184,33 +180,6 @@ func (c *common) RunNow(ctx context.Context, db sqldb.DB, id int64) (string, str
 		return StateDelayed, "", err
 	}
 	return StateDelayed, row.Queue, nil
-}
-
-// RunNow on PostgreSQL notifies the queue's listeners in the statement
-// that makes the row due, as a push does.
-func (p *postgres) RunNow(ctx context.Context, db sqldb.DB, id int64) (string, string, error) {
-	var queues []string
-	rows, err := db.Query(ctx, sqldb.Rebind(`WITH u AS (`+p.runNowSQL()+` RETURNING queue)
-SELECT queue FROM u CROSS JOIN LATERAL (SELECT pg_notify('`+p.channel+`', u.queue)) n`), id)
-	if err != nil {
-		return "", "", err
-	}
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			rows.Close()
-			return "", "", err
-		}
-		queues = append(queues, q)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return "", "", err
-	}
-	if len(queues) == 0 {
-		return p.runNowState(ctx, db, id)
-	}
-	return StateDelayed, queues[0], nil
 }
 
 var (

@@ -3,6 +3,7 @@ package dialect
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -220,3 +221,135 @@ func (m *mysql) forServer(ctx context.Context, ex sqldb.Execer) (database, error
 }
 
 var _ database = (*mysql)(nil)
+
+func (m *mysql) BatchTxOptions() sqldb.TxOptions { return sqldb.TxOptions{ReadCommitted: true} }
+
+func (m *mysql) FinishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish) (FinishResult, error) {
+	return m.finishLinked(ctx, db, h, f, m.BatchTxOptions(), m.Insert, m.CountInBatch)
+}
+
+func (m *mysql) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
+	return m.retryFromFailed(ctx, tx, rows, m.Insert)
+}
+
+// ReleaseIn on MySQL also makes the next claims look from the start: the
+// row may become due behind the claim cursor by the time the caller's
+// transaction commits. Looks from the start also come every second, so a
+// commit later than this only delays the row by that much.
+func (m *mysql) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
+	return m.putBack(m.releaseIn(ctx, tx, h, delay, giveBack))
+}
+
+func (m *mysql) FinishIn(ctx context.Context, tx sqldb.Tx, h Held, f Finish) (FinishResult, error) {
+	return finishIn(ctx, tx, func(db sqldb.DB) (FinishResult, error) { return m.FinishLinked(ctx, db, h, f) })
+}
+
+// LockReservation on MariaDB waits at most lockWaitSeconds per try (FOR
+// UPDATE WAIT, error 1205, retryable); MySQL 8 has no WAIT clause and
+// waits innodb_lock_wait_timeout (50s by default), also 1205.
+func (m *mysql) LockReservation(ctx context.Context, db sqldb.DB, id int64) (Reservation, bool, error) {
+	lock := " FOR UPDATE"
+	if m.mariaDB {
+		lock += " WAIT " + strconv.Itoa(lockWaitSeconds)
+	}
+	return m.lockReservation(ctx, db, id, "", lock)
+}
+
+func (m *mysql) Hit(ctx context.Context, db sqldb.DB, name string, per int64) (hits, left int64, err error) {
+	return m.HitBy(ctx, db, name, per, 1)
+}
+
+// HitBy on MySQL: INSERT … ON DUPLICATE KEY UPDATE has no RETURNING (nor
+// MariaDB's, for the updated row), so the counted row is read back in the
+// same transaction, under the lock the upsert took. MySQL assigns the SET
+// list left to right, each reading the columns assigned before it: hits
+// comes first, so both IFs read the old window_start.
+func (m *mysql) HitBy(ctx context.Context, db sqldb.DB, name string, per, n int64) (hits, left int64, err error) {
+	up := "INSERT INTO " + m.limitsTable() + " (name, window_start, hits) VALUES (?, " + m.now + ", ?)" +
+		" ON DUPLICATE KEY UPDATE" +
+		" hits = IF(window_start > VALUES(window_start) - ?, hits + VALUES(hits), VALUES(hits))," +
+		" window_start = IF(window_start > VALUES(window_start) - ?, window_start, VALUES(window_start))"
+	read := "SELECT hits, window_start + ? - " + m.now + " FROM " + m.limitsTable() + " WHERE name = ?"
+	err = sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		if _, err := tx.Exec(ctx, up, name, n, per, per); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, read, per, name).Scan(&hits, &left)
+	})
+	return hits, left, err
+}
+
+// TakeLock on MySQL: the rows-affected count of ON DUPLICATE KEY UPDATE
+// depends on the DSN's clientFoundRows, so the owner is read back in the
+// same transaction instead. owner is assigned first, reading the old
+// expires_at, as does expires_at after it.
+func (m *mysql) TakeLock(ctx context.Context, db sqldb.DB, name, owner string, expire int64) (bool, error) {
+	expired := "expires_at < " + m.now
+	up := "INSERT INTO " + m.locksTable() + " (name, owner, expires_at) VALUES (?, ?, " + m.now + " + ?)" +
+		" ON DUPLICATE KEY UPDATE" +
+		" owner = IF(" + expired + ", VALUES(owner), owner)," +
+		" expires_at = IF(" + expired + ", VALUES(expires_at), expires_at)"
+	var holder string
+	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
+		if _, err := tx.Exec(ctx, up, name, owner, expire); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT owner FROM "+m.locksTable()+" WHERE name = ?", name).Scan(&holder)
+	})
+	return err == nil && holder == owner, err
+}
+
+// ReadyQueues on MySQL declares JSON_TABLE's column with the collation of
+// jobs.queue, read from information_schema on the first call: two columns
+// of different collations do not compare through the index (and under the
+// session's case-insensitive collation "Mail" would answer for "mail").
+func (m *mysql) ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	query, err := m.readyStatement(ctx, ex)
+	if err != nil {
+		return nil, err
+	}
+	list, odd, err := readyJSON(queues)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := ex.Query(ctx, query, list, retryAfter)
+	return scanNames(odd, rows, err)
+}
+
+func (m *mysql) readyStatement(ctx context.Context, ex sqldb.Execer) (string, error) {
+	m.ready.mu.Lock()
+	defer m.ready.mu.Unlock()
+	if m.ready.query != "" {
+		return m.ready.query, nil
+	}
+	var charset, collation string
+	err := ex.QueryRow(ctx, "SELECT character_set_name, collation_name FROM information_schema.columns"+
+		" WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND column_name = 'queue'",
+		m.tables.Schema, m.tables.Jobs).Scan(&charset, &collation)
+	if err != nil {
+		return "", fmt.Errorf("dbqueue: read the collation of %s.queue (run migrate up if the table is missing): %w", m.jobs, err)
+	}
+	if !sqlName.MatchString(charset) || !sqlName.MatchString(collation) {
+		return "", fmt.Errorf("dbqueue: %s.queue has character set %q and collation %q, which are not names", m.jobs, charset, collation)
+	}
+	m.ready.query = m.readyQuery(charset, collation)
+	return m.ready.query, nil
+}
+
+// readyQuery is ReadyQueues' statement for a queue column of charset and
+// collation. MySQL's one claim index, (queue, available_at), cannot tell
+// reserved rows from ready ones, so its probe is the claim's look from the
+// start of the queue (fromStart) stopped at the first row: it reads past
+// the queue's rows in flight, never its delayed ones.
+func (m *mysql) readyQuery(charset, collation string) string {
+	return "SELECT q.name FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) CHARACTER SET " + charset + " COLLATE " + collation +
+		" PATH '$')) AS q WHERE (SELECT 1 FROM " + m.jobs + " FORCE INDEX (" + m.tables.ClaimIndex() + ") WHERE queue = q.name AND available_at <= " + m.now +
+		" AND (reserved_at IS NULL OR reserved_at <= " + m.now + " - ?) LIMIT 1) IS NOT NULL"
+}
+
+func (m *mysql) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
+	return m.retryUnique(ctx, tx, row, l, m.Insert)
+}

@@ -325,3 +325,65 @@ WHERE attrelid = to_regclass($1) AND attname = 'failed_at' AND NOT attisdropped)
 }
 
 var _ database = (*postgres)(nil)
+
+func (p *postgres) FinishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish) (FinishResult, error) {
+	return p.finishLinked(ctx, db, h, f, p.BatchTxOptions(), p.Insert, p.CountInBatch)
+}
+
+// ReleaseIn on PostgreSQL forces looks too: its claim has a cursor.
+func (p *postgres) ReleaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64, giveBack bool) (bool, error) {
+	return p.putBack(p.releaseIn(ctx, tx, h, delay, giveBack))
+}
+
+// FinishIn runs the dialect's own FinishLinked inside the caller's
+// transaction (see joined), so a chain's next link and a batch's count are
+// written exactly as a worker's own finish writes them, in the same lock
+// order.
+func (p *postgres) FinishIn(ctx context.Context, tx sqldb.Tx, h Held, f Finish) (FinishResult, error) {
+	return finishIn(ctx, tx, func(db sqldb.DB) (FinishResult, error) { return p.FinishLinked(ctx, db, h, f) })
+}
+
+// LockReservation on PostgreSQL waits at most lockWaitSeconds per try
+// (lock_timeout, local to its transaction; 55P03 is retryable).
+func (p *postgres) LockReservation(ctx context.Context, db sqldb.DB, id int64) (Reservation, bool, error) {
+	return p.lockReservation(ctx, db, id, "SET LOCAL lock_timeout = '"+strconv.Itoa(lockWaitSeconds)+"s'", " FOR UPDATE")
+}
+
+// RunNow on PostgreSQL notifies the queue's listeners in the statement
+// that makes the row due, as a push does.
+func (p *postgres) RunNow(ctx context.Context, db sqldb.DB, id int64) (string, string, error) {
+	var queues []string
+	rows, err := db.Query(ctx, sqldb.Rebind(`WITH u AS (`+p.runNowSQL()+` RETURNING queue)
+SELECT queue FROM u CROSS JOIN LATERAL (SELECT pg_notify('`+p.channel+`', u.queue)) n`), id)
+	if err != nil {
+		return "", "", err
+	}
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			rows.Close()
+			return "", "", err
+		}
+		queues = append(queues, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", "", err
+	}
+	if len(queues) == 0 {
+		return p.runNowState(ctx, db, id)
+	}
+	return StateDelayed, queues[0], nil
+}
+
+func (p *postgres) ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	rows, err := ex.Query(ctx, p.readyQueues, queues, retryAfter)
+	return scanNames(nil, rows, err)
+}
+
+func (p *postgres) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
+	return p.retryUnique(ctx, tx, row, l, p.Insert)
+}

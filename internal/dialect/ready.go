@@ -1,7 +1,6 @@
 package dialect
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -87,46 +86,6 @@ func scanNames(into []string, rows sqldb.Rows, err error) ([]string, error) {
 	return into, rows.Err()
 }
 
-func (p *postgres) ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error) {
-	if len(queues) == 0 {
-		return nil, nil
-	}
-	rows, err := ex.Query(ctx, p.readyQueues, queues, retryAfter)
-	return scanNames(nil, rows, err)
-}
-
-func (s *sqlite) ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error) {
-	if len(queues) == 0 {
-		return nil, nil
-	}
-	list, odd, err := readyJSON(queues)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := ex.Query(ctx, s.readyQueues, list, retryAfter)
-	return scanNames(odd, rows, err)
-}
-
-// ReadyQueues on MySQL declares JSON_TABLE's column with the collation of
-// jobs.queue, read from information_schema on the first call: two columns
-// of different collations do not compare through the index (and under the
-// session's case-insensitive collation "Mail" would answer for "mail").
-func (m *mysql) ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error) {
-	if len(queues) == 0 {
-		return nil, nil
-	}
-	query, err := m.readyStatement(ctx, ex)
-	if err != nil {
-		return nil, err
-	}
-	list, odd, err := readyJSON(queues)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := ex.Query(ctx, query, list, retryAfter)
-	return scanNames(odd, rows, err)
-}
-
 // sqlName is what a character set or collation name read from the server
 // must look like before it goes into a statement.
 var sqlName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
@@ -135,37 +94,6 @@ var sqlName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 type mysqlReady struct {
 	mu    sync.Mutex
 	query string
-}
-
-func (m *mysql) readyStatement(ctx context.Context, ex sqldb.Execer) (string, error) {
-	m.ready.mu.Lock()
-	defer m.ready.mu.Unlock()
-	if m.ready.query != "" {
-		return m.ready.query, nil
-	}
-	var charset, collation string
-	err := ex.QueryRow(ctx, "SELECT character_set_name, collation_name FROM information_schema.columns"+
-		" WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND column_name = 'queue'",
-		m.tables.Schema, m.tables.Jobs).Scan(&charset, &collation)
-	if err != nil {
-		return "", fmt.Errorf("dbqueue: read the collation of %s.queue (run migrate up if the table is missing): %w", m.jobs, err)
-	}
-	if !sqlName.MatchString(charset) || !sqlName.MatchString(collation) {
-		return "", fmt.Errorf("dbqueue: %s.queue has character set %q and collation %q, which are not names", m.jobs, charset, collation)
-	}
-	m.ready.query = m.readyQuery(charset, collation)
-	return m.ready.query, nil
-}
-
-// readyQuery is ReadyQueues' statement for a queue column of charset and
-// collation. MySQL's one claim index, (queue, available_at), cannot tell
-// reserved rows from ready ones, so its probe is the claim's look from the
-// start of the queue (fromStart) stopped at the first row: it reads past
-// the queue's rows in flight, never its delayed ones.
-func (m *mysql) readyQuery(charset, collation string) string {
-	return "SELECT q.name FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) CHARACTER SET " + charset + " COLLATE " + collation +
-		" PATH '$')) AS q WHERE (SELECT 1 FROM " + m.jobs + " FORCE INDEX (" + m.tables.ClaimIndex() + ") WHERE queue = q.name AND available_at <= " + m.now +
-		" AND (reserved_at IS NULL OR reserved_at <= " + m.now + " - ?) LIMIT 1) IS NOT NULL"
 }
 
 // ReadyText is ReadyQueues' statement on d (MySQL's for a queue column of

@@ -282,3 +282,45 @@ func (s *sqlite) CheckServer(ctx context.Context, ex sqldb.Execer) error {
 func (s *sqlite) forServer(context.Context, sqldb.Execer) (database, error) { return s, nil }
 
 var _ database = (*sqlite)(nil)
+
+func (s *sqlite) CountInBatch(ctx context.Context, tx sqldb.Tx, id, jobUUID string, failed bool) (*BatchChange, error) {
+	return s.countInBatch(ctx, tx, id, jobUUID, failed, "")
+}
+
+func (s *sqlite) FinishLinked(ctx context.Context, db sqldb.DB, h Held, f Finish) (FinishResult, error) {
+	return s.finishLinked(ctx, db, h, f, s.BatchTxOptions(), s.Insert, s.CountInBatch)
+}
+
+func (s *sqlite) RetryFromFailed(ctx context.Context, tx sqldb.Tx, rows []FailedRow) error {
+	return s.retryFromFailed(ctx, tx, rows, s.Insert)
+}
+
+func (s *sqlite) FinishIn(ctx context.Context, tx sqldb.Tx, h Held, f Finish) (FinishResult, error) {
+	return finishIn(ctx, tx, func(db sqldb.DB) (FinishResult, error) { return s.FinishLinked(ctx, db, h, f) })
+}
+
+// LockReservation on SQLite reads inside a transaction, which waits for
+// the one writer (busy_timeout): SQLite has no row locks.
+func (s *sqlite) LockReservation(ctx context.Context, db sqldb.DB, id int64) (Reservation, bool, error) {
+	return s.lockReservation(ctx, db, id, "", "")
+}
+
+func (s *sqlite) CancelJob(ctx context.Context, tx sqldb.Tx, id int64) (string, []byte, error) {
+	return s.cancelJob(ctx, tx, id, "")
+}
+
+func (s *sqlite) ReadyQueues(ctx context.Context, ex sqldb.Execer, queues []string, retryAfter int64) ([]string, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	list, odd, err := readyJSON(queues)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := ex.Query(ctx, s.readyQueues, list, retryAfter)
+	return scanNames(odd, rows, err)
+}
+
+func (s *sqlite) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
+	return s.retryUnique(ctx, tx, row, l, s.Insert)
+}

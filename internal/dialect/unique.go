@@ -160,18 +160,6 @@ func (c *common) retryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l 
 	return locked, nil
 }
 
-func (p *postgres) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
-	return p.retryUnique(ctx, tx, row, l, p.Insert)
-}
-
-func (m *mysql) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
-	return m.retryUnique(ctx, tx, row, l, m.Insert)
-}
-
-func (s *sqlite) RetryUnique(ctx context.Context, tx sqldb.Tx, row FailedRow, l UniqueLock) (bool, error) {
-	return s.retryUnique(ctx, tx, row, l, s.Insert)
-}
-
 // UniqueTable is the table of unique locks: dbqueue_unique beside
 // Laravel's tables, <jobs>_unique beside tables of other names (as
 // migrations names it).
