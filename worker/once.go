@@ -152,10 +152,10 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	}
 	var wg sync.WaitGroup
 	for _, job := range jobs {
-		sl := <-free
+		runnerSlot := <-free
 		wg.Add(1)
-		go r.once(sl, job, func() {
-			free <- sl
+		go r.once(runnerSlot, job, func() {
+			free <- runnerSlot
 			wg.Done()
 		})
 	}
@@ -183,19 +183,19 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 	return out, nil
 }
 
-// once runs one of RunOnce's jobs on sl, then calls done; a handler that
+// once runs one of RunOnce's jobs on runnerSlot, then calls done; a handler that
 // ends the goroutine (runtime.Goexit) leaves the job to a new goroutine.
-func (r *run) once(sl *slot, job *dbqueue.Job, done func()) {
+func (r *run) once(runnerSlot *slot, job *dbqueue.Job, done func()) {
 	r.inFlight.Add(1)
 	defer func() {
-		if exited := sl.exited; exited != nil {
-			sl.exited = nil
+		if exited := runnerSlot.exited; exited != nil {
+			runnerSlot.exited = nil
 			go func() {
 				defer func() { // deferred: a hook may end this goroutine too
 					r.inFlight.Add(-1)
 					done()
 				}()
-				r.afterCall(sl, exited.attempt, exited.result)
+				r.afterCall(runnerSlot, exited.attempt, exited.result)
 			}()
 			return
 		}
@@ -206,7 +206,7 @@ func (r *run) once(sl *slot, job *dbqueue.Job, done func()) {
 		r.finish(job, func() { r.giveBack(job, "RunOnce's context ended before the job started") })
 		return
 	}
-	r.process(sl, job)
+	r.process(runnerSlot, job)
 }
 
 // outcomeOf reads a job's log line (see run.logJob) as a Result.

@@ -45,7 +45,7 @@ type result struct {
 // reports whether it counted the job as processed itself (a job abandoned
 // to a handler that ignores its context is counted when abandoned, so
 // MaxJobs and StopWhenEmpty still stop the worker).
-func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
+func (r *run) process(runnerSlot *slot, job *dbqueue.Job) (counted bool) {
 	w := r.w
 	dbNow := dbClock{at: job.ReservedAt, received: time.Now()}
 	ev := w.opts.Events
@@ -124,19 +124,19 @@ func (r *run) process(sl *slot, job *dbqueue.Job) (counted bool) {
 	if r.stats != nil {
 		r.stats.started(job, dbNow.now())
 	}
-	a := sl.newAttempt()
+	a := runnerSlot.newAttempt()
 	a.parent, a.deadline, a.job, a.h, a.maxTries, a.begun, a.dbNow = ctx, begun.Add(timeout), job, h, maxTries, begun, dbNow
-	sl.start(a, timeout)
-	res := r.call(sl, a)
+	runnerSlot.start(a, timeout)
+	res := r.call(runnerSlot, a)
 	// call returned: the handler did not end the goroutine. (With
 	// GODEBUG=panicnil=1, panic(nil) recovers as nil and looks like it.)
-	sl.exited = nil
-	return r.afterCall(sl, a, res)
+	runnerSlot.exited = nil
+	return r.afterCall(runnerSlot, a, res)
 }
 
 // afterCall writes the outcome of an attempt whose handler returned res.
-func (r *run) afterCall(sl *slot, a *attempt, res result) (counted bool) {
-	sl.end()
+func (r *run) afterCall(runnerSlot *slot, a *attempt, res result) (counted bool) {
+	runnerSlot.end()
 	// Whatever the handler left running on its context ends with the job.
 	defer a.finish()
 	w, job, ctx := r.w, a.job, r.jobCtx
@@ -186,9 +186,9 @@ var errGoexit = errors.New("the handler called runtime.Goexit (t.Fatal or t.Fail
 
 // call runs the handler on this goroutine, turning a panic into an error
 // with its stack. A handler that ends the goroutine (runtime.Goexit)
-// leaves the attempt in sl.exited, for whoever started the goroutine to
+// leaves the attempt in runnerSlot.exited, for whoever started the goroutine to
 // finish on another (see run.runner).
-func (r *run) call(sl *slot, a *attempt) (res result) {
+func (r *run) call(runnerSlot *slot, a *attempt) (res result) {
 	returned := false
 	defer func() {
 		res.took = time.Since(a.begun)
@@ -203,7 +203,7 @@ func (r *run) call(sl *slot, a *attempt) (res result) {
 		// it finishes the job on another. (Or panic(nil) under
 		// GODEBUG=panicnil=1, when call returns after all.)
 		res.err = errPanicNil
-		sl.exited = &exitedCall{attempt: a, result: result{err: errGoexit, took: res.took}}
+		runnerSlot.exited = &exitedCall{attempt: a, result: result{err: errGoexit, took: res.took}}
 	}()
 	res.err = a.h.run(a, a.job)
 	returned = true

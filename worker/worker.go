@@ -692,17 +692,17 @@ func (r *run) activeQueues() *[]string {
 	return &a.queues
 }
 
-// runner runs jobs from the ready channel on sl until it is closed, then
+// runner runs jobs from the ready channel on runnerSlot until it is closed, then
 // calls done. A handler that ends the goroutine (runtime.Goexit) hands
 // the runner on to a new goroutine, which finishes that job first.
-func (r *run) runner(sl *slot, done func()) {
+func (r *run) runner(runnerSlot *slot, done func()) {
 	defer func() {
-		if exited := sl.exited; exited != nil {
-			sl.exited = nil
-			go r.finishExitedCall(sl, exited, done)
+		if exited := runnerSlot.exited; exited != nil {
+			runnerSlot.exited = nil
+			go r.finishExitedCall(runnerSlot, exited, done)
 			return
 		}
-		sl.retire()
+		runnerSlot.retire()
 		done()
 	}()
 	for job := range r.ready {
@@ -710,7 +710,7 @@ func (r *run) runner(sl *slot, done func()) {
 		if r.stopping.Load() {
 			r.finish(job, func() { r.giveBack(job, "worker stopping before the job started") })
 		} else {
-			counted = r.process(sl, job)
+			counted = r.process(runnerSlot, job)
 		}
 		r.jobDone(counted)
 	}
@@ -719,13 +719,13 @@ func (r *run) runner(sl *slot, done func()) {
 // finishExitedCall finishes the job whose handler ended its runner's goroutine,
 // then runs as that runner. Deferred, so a hook that ends this goroutine
 // too still leaves the job counted and a runner running.
-func (r *run) finishExitedCall(sl *slot, exited *exitedCall, done func()) {
+func (r *run) finishExitedCall(runnerSlot *slot, exited *exitedCall, done func()) {
 	counted := false
 	defer func() {
 		r.jobDone(counted)
-		go r.runner(sl, done)
+		go r.runner(runnerSlot, done)
 	}()
-	counted = r.afterCall(sl, exited.attempt, exited.result)
+	counted = r.afterCall(runnerSlot, exited.attempt, exited.result)
 }
 
 // jobDone accounts for a job its runner is done with.
