@@ -114,7 +114,7 @@ func tcpPorts(pid int) (map[int]bool, error) {
 		sc := bufio.NewScanner(f)
 		sc.Scan() // header
 		for sc.Scan() {
-			// runnerSlot local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
 			fields := strings.Fields(sc.Text())
 			if len(fields) < 10 || !inodes[fields[9]] {
 				continue
