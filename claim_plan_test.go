@@ -9,7 +9,7 @@ import (
 )
 
 // TestPostgresClaimStaysOnIndexes rebuilds the state behind the stall of
-// the hour's soak (docs/scaling.md, "One stall"): a jobs table of mostly
+// the hour's soak (docs/measurements/churn.md, "One stall"): a jobs table of mostly
 // empty pages, an ANALYZE that saw few live rows, then a backlog that fills
 // the free space. The planner then prices an index scan at several pages a
 // row and plans a claim of 1,000 as a read of the whole table and a sort

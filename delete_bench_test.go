@@ -12,7 +12,7 @@ import (
 // BenchmarkDeleteBatch times the success path of jobs that never failed,
 // 100 a batch, with nothing but the API every version since batched
 // finishes has: copy it into a worktree of another version to compare the
-// two side by side (docs/performance.md, section 9).
+// two side by side (docs/measurements/features.md, "Error history").
 //
 //	go test . -run '^$' -bench BenchmarkDeleteBatch -benchtime 50x
 func BenchmarkDeleteBatch(b *testing.B) {

@@ -22,7 +22,7 @@ func (errTickTaken) Error() string { return "periodic tick already pushed" }
 // one transaction, and any lock held refuses the tick:
 //
 //   - the definition's lock (name and spec), lasting until next: the lock
-//     PushTick takes, so processes of an older dbqueue still agree with
+//     PushTick takes, so processes of a build before v0.1.0 still agree with
 //     this one, and a late process of this definition never pushes a tick
 //     another pushed, however late;
 //   - the schedule's lock (name alone), holding the newest tick pushed:

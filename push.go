@@ -64,7 +64,7 @@ func (q *Queue) Push(ctx context.Context, job NewJob) (int64, error) {
 // PushMany adds jobs with multi-row INSERTs in one transaction and returns
 // their ids in order: all are pushed or none. There is no COPY path: on
 // PostgreSQL the array INSERT writes 10,000 to 1,000,000 jobs faster than
-// COPY did (BenchmarkPushMany; docs/performance.md).
+// COPY did (BenchmarkPushMany; docs/measurements/choices.md).
 //
 // A job with Unique set is pushed as PushUnique pushes it, in the same
 // transaction: when a live lock holds its key it is not queued, and its id

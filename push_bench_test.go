@@ -11,7 +11,7 @@ import (
 // BenchmarkPushMany times one PushMany of 10,000, 100,000 and 1,000,000
 // jobs on PostgreSQL: array INSERTs of 1,000 rows in one transaction. It
 // is the benchmark that retired the COPY path, which ran at 0.88–0.97 of
-// it at these sizes (docs/performance.md).
+// it at these sizes (docs/measurements/choices.md).
 //
 //	go test . -run '^$' -bench BenchmarkPushMany -count 5
 func BenchmarkPushMany(b *testing.B) {

@@ -19,7 +19,7 @@ const restartSignal = "restart"
 const maxSignalName = 255
 
 // pauseSignal names the pause signal of a queue of a connection:
-// "pause:<connection>:<queue>", as earlier versions named it, when that
+// "pause:<connection>:<queue>", as builds before v0.1.0 named it, when that
 // fits the name column and reads one way only (a connection name without
 // a colon: "a:b" + "c" and "a" + "b:c" would share a name). Otherwise it
 // is "pause-sha256:" and the hash of the two names, length-prefixed, so

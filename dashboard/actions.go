@@ -183,7 +183,7 @@ func jobID(s string) (int64, error) {
 var backPage = regexp.MustCompile(`^(\./|jobs|job|failed|failed-job)?(\?[^#\\]*)?$`)
 
 // backTo is the relative URL to redirect to after an action. It drops a
-// flash parameter that links of older versions carried.
+// flash parameter that links of builds before v0.1.0 carried.
 func backTo(back string) string {
 	if !backPage.MatchString(back) {
 		back = "./"

@@ -28,7 +28,7 @@ func autovacuumNote(ctx context.Context, db *sql.DB, t Tables) (string, error) {
 			av = append(av, o)
 		}
 	}
-	return fmt.Sprintf("set autovacuum on %s (%s), so that vacuum keeps pace with a busy queue; options set before were kept (docs/scaling.md, \"An hour of churn\")", t.JobsTable(), strings.Join(av, ", ")), nil
+	return fmt.Sprintf("set autovacuum on %s (%s), so that vacuum keeps pace with a busy queue; options set before were kept (docs/measurements/churn.md)", t.JobsTable(), strings.Join(av, ", ")), nil
 }
 
 // notesFor are the lines Up reports for the migrations in res beyond

@@ -32,7 +32,7 @@ type Events struct {
 	// while it ran, or its reservation had run too short to start it. It
 	// is not the job's doing, so metrics and alerts count it apart from
 	// releases: when this hook is set, a given-back job is reported here
-	// and not to JobReleased (which earlier versions called with a zero
+	// and not to JobReleased (which builds before v0.1.0 called with a zero
 	// delay, as they still do when this hook is nil).
 	JobGivenBack func(ctx context.Context, job *dbqueue.Job)
 	// JobFailed: the job was moved to failed_jobs. That includes jobs

@@ -42,7 +42,7 @@ type Options struct {
 	// With more than 16 active queues (of Queues, or of QueueWeights), a
 	// claim does not read them one by one: the worker reads which of them
 	// hold a job a claim would take, in one statement, and claims from
-	// those only (see docs/scaling.md, "Many queues under one weighted
+	// those only (see docs/measurements/width.md, "Many queues under one weighted
 	// worker"). A job pushed by another process to a queue that set left
 	// out is claimed within max(500 ms, 20 × that read's time) while the
 	// worker is busy, and at the next poll when it is idle.

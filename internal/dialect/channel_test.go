@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Channels that fit keep the names earlier versions gave them, so old and
+// Channels that fit keep the names builds before v0.1.0 gave them, so old and
 // new processes hear each other during a rolling deploy; longer ones fit
 // PostgreSQL's 63 bytes and stay apart.
 func TestNotifyChannelNames(t *testing.T) {

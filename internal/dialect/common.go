@@ -817,7 +817,7 @@ func (c *common) retryFromFailed(ctx context.Context, tx sqldb.Tx, rows []Failed
 // Unix seconds times a million, or one more than the old value when that
 // is not less. Each bump changes the value, two in one second or with the
 // clock set back included, and never to a plain Unix-second value, which
-// earlier versions wrote: workers of either version, which stop when the
+// builds before v0.1.0 wrote (CHANGELOG.md): workers of either version, which stop when the
 // value changes, see every restart sent by either version.
 const bumpScale = "1000000"
 

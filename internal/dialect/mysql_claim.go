@@ -34,7 +34,7 @@ import (
 // keeps up looks on every claim, which is cheap while few rows are in
 // flight; under full load a row behind the cursor waits up to lookEvery.
 //
-// Measured with two claimers on MariaDB 10.11 (see docs/performance.md,
+// Measured with two claimers on MariaDB 10.11 (see docs/measurements/choices.md,
 // "Choices, and what each measured"): 44 µs of server CPU per job against 69 with the index
 // (queue, reserved_at, available_at) and candidates read from its start,
 // and 42 for the hand-written ceiling that walks the primary key.

@@ -134,7 +134,7 @@ const maxChannel = 63
 
 // notifyChannel is the channel pushes to t's jobs table notify and its
 // workers listen on: dbqueue_jobs for Laravel's table in the search_path,
-// dbqueue_<schema>_<jobs> otherwise, as earlier versions named them, so
+// dbqueue_<schema>_<jobs> otherwise, as builds before v0.1.0 named them, so
 // old and new processes still hear each other during a rolling deploy.
 // A name that would pass maxChannel (a long schema and table name) keeps
 // a readable start and ends in '#' and a hash of the schema-qualified

@@ -136,7 +136,7 @@ func (p *postgres) Claim(ctx context.Context, db sqldb.DB, queue string, retryAf
 // for each claim of 1,000 (a seq scan or a bitmap heap scan, then a sort;
 // or a merge join walking the primary key). In an hour's soak at 50,000
 // jobs/s that took claims from milliseconds to 25 seconds, and the queue
-// stopped for a minute (docs/scaling.md, "One stall, and its cause";
+// stopped for a minute (docs/measurements/churn.md, "One stall, and its cause";
 // TestPostgresClaimStaysOnIndexes rebuilds the state). The settings are
 // the transaction's own (set_config's is_local), so nothing outlives the
 // claim, and a transaction pooler sees one transaction; on a pgx pool the
