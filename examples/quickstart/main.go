@@ -72,7 +72,11 @@ func run(ctx context.Context, dsn string, total, concurrency int, out io.Writer)
 			_ = os.Remove(f) // start fresh each run
 		}
 	}
-	if err := migrations.UpDSN(ctx, dsn); err != nil {
+	// What the migrations did (PostgreSQL's autovacuum options, widened
+	// columns) goes to the quickstart's own log on stderr, as an
+	// application's would, not to slog.Default.
+	setupLog := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := migrations.UpDSN(ctx, dsn, migrations.WithLogger(setupLog)); err != nil {
 		return err
 	}
 	q, err := dbqueue.Open(ctx, dsn, dbqueue.WithDefaultQueue(queueName), dbqueue.WithRetryAfter(30*time.Second))
