@@ -844,6 +844,9 @@ func (c *common) DeleteSignal(ctx context.Context, ex sqldb.Execer, name string)
 }
 
 func (c *common) Signals(ctx context.Context, ex sqldb.Execer, names []string) (map[string]int64, error) {
+	if len(names) == 0 {
+		return map[string]int64{}, nil // IN () is no statement on PostgreSQL and MySQL
+	}
 	args := make([]any, len(names))
 	for i, n := range names {
 		args[i] = n

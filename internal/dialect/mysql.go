@@ -117,6 +117,9 @@ func (m *mysql) lockHeld(ctx context.Context, tx sqldb.Tx, held []Held) (map[Key
 }
 
 func (m *mysql) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
 	if m.mariaDB {
 		return m.deleteHeldReturning(ctx, db, held)
 	}

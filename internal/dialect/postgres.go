@@ -170,6 +170,9 @@ func oneReservation(held []Held) bool {
 }
 
 func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
 	one, all := p.deleteOne, p.deleteA
 	if anyMarked(held) && !p.noHistory {
 		// Rows with history: the same statement deletes it.

@@ -516,6 +516,9 @@ func rebind(t *testing.T, s *suite) {
 // DeleteHeld deletes the held rows given, returns exactly their keys, and
 // takes their error history with them.
 func deleteHeld(t *testing.T, s *suite) {
+	if gone, err := s.Dialect.DeleteHeld(s.ctx, s.DB, nil); err != nil || len(gone) != 0 {
+		t.Fatalf("DeleteHeld of nothing: %v, %v", gone, err)
+	}
 	q := s.queue(t)
 	s.push(t, q, 3)
 	rows := s.claim(t, q, 3600, 3)
@@ -999,6 +1002,9 @@ func deleteSignal(t *testing.T, s *suite) {
 // Signals reads the values of the named signals that are set, and no
 // others.
 func readSignals(t *testing.T, s *suite) {
+	if got, err := s.Dialect.Signals(s.ctx, s.DB, nil); err != nil || len(got) != 0 {
+		t.Fatalf("Signals of no names: %v, %v", got, err)
+	}
 	a, b, unset := s.queue(t), s.queue(t), s.queue(t)
 	big, neg := int64(1)<<52+3, int64(-7)
 	if err := s.Dialect.SetSignal(s.ctx, s.DB, a, &big); err != nil {
