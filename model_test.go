@@ -18,6 +18,7 @@ import (
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/failed"
 	"github.com/dbqueue/dbqueue/internal/dbtest"
+	"github.com/dbqueue/dbqueue/internal/dialect"
 )
 
 // The model test drives random sequences of job life-cycle operations,
@@ -780,8 +781,17 @@ func (m *model) fail() {
 		// the same way on two runs does.
 		m.causes++
 		cause := fmt.Errorf("boom %d from worker %d", m.causes, w)
-		if m.rng.IntN(2) == 0 {
+		switch m.rng.IntN(4) {
+		case 0, 1:
 			cause = errors.New("boom")
+		case 2:
+			// A text of any bytes (invalid UTF-8, NUL, quotes): it is
+			// written once, escaped as dialect.StorableText says.
+			raw := make([]byte, 1+m.rng.IntN(48))
+			for i := range raw {
+				raw[i] = byte(m.rng.IntN(256))
+			}
+			cause = errors.New(string(raw))
 		}
 		var err error
 		if linked(job) && m.rng.IntN(2) == 0 {
@@ -794,6 +804,9 @@ func (m *model) fail() {
 			continue
 		}
 		m.finished(w, job, mj, err)
+		if err == nil && mj != nil && !m.failedWith(job, dialect.StorableText(cause.Error(), dbqueue.FailureTextBytes)) {
+			m.errorf("job %d failed with %q: failed_jobs does not hold the text escaped as dialect.StorableText says", job.ID, cause.Error())
+		}
 		if err == nil && mj != nil {
 			mj.state, mj.holder = mFailed, nil
 			if linked(job) {
