@@ -345,7 +345,7 @@ func TestPushArgsTypeUniqueInPgxTransaction(t *testing.T) {
 	if err != nil || !dup || id != ids[1] {
 		t.Fatalf("dbqpgx.PushArgsUniqueTx: %d, duplicate %v, %v; want a duplicate of %d", id, dup, err, ids[1])
 	}
-	if _, _, err := dbqpgx.PushArgsUniqueTx(ctx, q, tx, nil); err == nil || !strings.Contains(err.Error(), "dbqpgx.PushArgsUniqueTx: args[0] is nil") {
+	if _, _, err := dbqpgx.PushArgsUniqueTx(ctx, q, tx, nil); err == nil || !strings.Contains(err.Error(), "dbqpgx.PushArgsUniqueTx: args is nil") {
 		t.Fatalf("nil args: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
