@@ -52,41 +52,7 @@ func (e workerOps) PushScheduledTick(ctx context.Context, job NewJob, schedule, 
 		{Key: lockKey("periodic-schedule", schedule), Mode: dialect.UntilTick, ExpiresAt: &tick, StaleAt: &before},
 		{Key: lockKey("periodic-job", rows[0].Queue, job.Name, string(data), strconv.FormatInt(tick, 10)), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &tick},
 	}
-	notify := q.wake.shouldNotify(rows)
-	err = sqldb.Retry(ctx, func() error {
-		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-			// Always in this order, so two transactions that share locks
-			// take them in the same order and cannot deadlock.
-			for _, l := range locks {
-				holder, ok, err := q.sql.AcquireTickLock(ctx, tx, l)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errTickTaken{holder}
-				}
-			}
-			ids, err := q.sql.Insert(ctx, tx, rows, notify)
-			if err != nil {
-				return err
-			}
-			id = ids[0]
-			for _, l := range locks {
-				if err := q.sql.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
-	var taken errTickTaken
-	if errors.As(err, &taken) {
-		return taken.holder, false, nil
-	}
-	if err != nil {
-		return 0, false, sqldb.Wrap("push periodic job", err)
-	}
-	return id, true, nil
+	return q.pushUnderTickLocks(ctx, rows, locks, "push periodic job")
 }
 
 // PruneTickLocks deletes the periodic scheduler's locks that nothing can
@@ -116,23 +82,39 @@ func (e workerOps) PushScheduleStart(ctx context.Context, job NewJob, schedule s
 		return 0, false, err
 	}
 	lock := dialect.UniqueLock{Key: lockKey("periodic-start", schedule), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &at}
-	u, tl := q.sql, q.sql
+	return q.pushUnderTickLocks(ctx, rows, []dialect.UniqueLock{lock}, "push periodic job at start")
+}
+
+// pushUnderTickLocks inserts the job of rows in one transaction with the
+// tick locks: every lock taken (in the order given, so two transactions
+// that share locks take them in the same order and cannot deadlock) and
+// pointed at the job, or nothing written and pushed false with the id of
+// the job that holds the first lock taken already. what names the push in
+// its errors.
+func (q *Queue) pushUnderTickLocks(ctx context.Context, rows []dialect.PushRow, locks []dialect.UniqueLock, what string) (id int64, pushed bool, err error) {
 	notify := q.wake.shouldNotify(rows)
 	err = sqldb.Retry(ctx, func() error {
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-			holder, ok, err := tl.AcquireTickLock(ctx, tx, lock)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return errTickTaken{holder}
+			for _, l := range locks {
+				holder, ok, err := q.sql.AcquireTickLock(ctx, tx, l)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return errTickTaken{holder}
+				}
 			}
 			ids, err := q.sql.Insert(ctx, tx, rows, notify)
 			if err != nil {
 				return err
 			}
 			id = ids[0]
-			return u.SetUniqueJob(ctx, tx, lock.Key, id)
+			for _, l := range locks {
+				if err := q.sql.SetUniqueJob(ctx, tx, l.Key, id); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	})
 	var taken errTickTaken
@@ -140,7 +122,7 @@ func (e workerOps) PushScheduleStart(ctx context.Context, job NewJob, schedule s
 		return taken.holder, false, nil
 	}
 	if err != nil {
-		return 0, false, sqldb.Wrap("push periodic job at start", err)
+		return 0, false, sqldb.Wrap(what, err)
 	}
 	return id, true, nil
 }
