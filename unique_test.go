@@ -132,9 +132,24 @@ func TestPushUniqueUntil(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustDup(t, job(1), u, id, "released for a retry")
-			j = reserve(t, q, 1)[0]
-			if err := q.Delete(ctx, j); err != nil {
-				t.Fatal(err)
+			// The released job(1) and job(2) are both ready, in either
+			// order: its release made job(1) available when a second may
+			// have passed since job(2)'s push. Job(1) succeeds, job(2)
+			// goes back.
+			deleted := false
+			for _, j := range reserve(t, q, 2) {
+				var err error
+				if j.ID == id {
+					err, deleted = q.Delete(ctx, j), true
+				} else {
+					err = q.Release(ctx, j, 0)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !deleted {
+				t.Fatalf("the released job %d was not reserved again", id)
 			}
 			id2 := mustPush(t, job(1), u, "after it succeeded")
 			failed := false
