@@ -361,8 +361,11 @@ func procsTable(d, title, version string, pc procsConfig, c *config, rep procsRe
 	var b strings.Builder
 	both := len(rep.targets) > 1
 	heading := fmt.Sprintf("Width: worker processes on one %s", title)
-	if both {
+	switch {
+	case both:
 		heading = fmt.Sprintf("Width: dbqueue and River worker processes on one %s", title)
+	case rep.targets[0].system == procsRiver:
+		heading = fmt.Sprintf("Width: River worker processes on one %s", title)
 	}
 	fmt.Fprintf(&b, "### %s\n\n- server: %s\n", heading, version)
 	for _, t := range rep.targets {
@@ -425,7 +428,7 @@ func procsTable(d, title, version string, pc procsConfig, c *config, rep procsRe
 		if dbq == 0 || rv == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("**%.2f**", dbq/rv)
+		return fmt.Sprintf("%.2f", dbq/rv)
 	}
 	for i, p := range pc.counts {
 		for k, t := range rep.targets {

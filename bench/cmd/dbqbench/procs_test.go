@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/dbqueue/dbqueue/bench"
 	"github.com/dbqueue/dbqueue/bench/dbqueueq"
 )
 
@@ -134,4 +135,65 @@ func testDatabase(ctx context.Context, t *testing.T, dsn string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// TestProcsTable: every row has the header's columns, a failed River row
+// among them, and the dbqueue ÷ River ratio is the medians' (none where
+// River failed); dbqueue alone keeps the columns it always had.
+func TestProcsTable(t *testing.T) {
+	pc := procsConfig{counts: []int{1, 4}, jobs: 100, concurrency: 50}
+	c := &config{rounds: 2}
+	dbq := procsTarget{system: procsDBQueue, label: "dbqueue"}
+	rv := procsTarget{system: procsRiver, label: "River"}
+	ok := func(rate float64) procsResult { return procsResult{rate: rate, done: 100, peakConns: 3} }
+	failed := procsResult{failed: "child 1: exit status 1\nmore", peakConns: 7}
+	rep := procsReport{
+		targets: []procsTarget{dbq, rv},
+		res: [][][]procsResult{
+			{{ok(300), ok(500)}, {ok(800), ok(800)}},
+			{{ok(100), ok(300)}, {failed, failed}},
+		},
+	}
+	table := procsTable("pg", "PostgreSQL", "PostgreSQL 15", pc, c, rep, bench.Caption{Command: "cd bench && go run ./cmd/dbqbench -measure procs"})
+	rows := tableRows(table)
+	if len(rows) != 6 {
+		t.Fatalf("%d table lines, want a header, a rule and 4 rows:\n%s", len(rows), table)
+	}
+	for _, r := range rows {
+		if n := strings.Count(r, "|"); n != 10 {
+			t.Errorf("%d bars in %q, want 10 (9 columns)", n, r)
+		}
+	}
+	for _, want := range []string{
+		"| 1 × 50 | dbqueue | 400 | 300 | 500 | 1.00 | 2.00 |", // 400 / 200
+		"| 4 × 50 | dbqueue | 800 | 800 | 800 | 2.00 | – |",
+		"| 4 × 50 | River | failed in 2 of 2 rounds: child 1: exit status 1 |",
+		"> `cd bench && go run ./cmd/dbqbench -measure procs`",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
+		}
+	}
+
+	alone := procsReport{targets: []procsTarget{dbq}, res: rep.res[:1]}
+	table = procsTable("pg", "PostgreSQL", "PostgreSQL 15", pc, c, alone, bench.Caption{})
+	rows = tableRows(table)
+	if !strings.HasPrefix(rows[0], "| processes × concurrency | median jobs/s | min | max | × 1 process | peak connections |") {
+		t.Errorf("dbqueue alone: header %q, want the columns it always had", rows[0])
+	}
+	for _, r := range rows {
+		if n := strings.Count(r, "|"); n != 8 {
+			t.Errorf("%d bars in %q, want 8 (7 columns)", n, r)
+		}
+	}
+}
+
+func tableRows(md string) []string {
+	var rows []string
+	for line := range strings.SplitSeq(md, "\n") {
+		if strings.HasPrefix(line, "|") {
+			rows = append(rows, line)
+		}
+	}
+	return rows
 }
