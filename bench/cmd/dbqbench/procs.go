@@ -23,19 +23,84 @@ import (
 	"github.com/dbqueue/dbqueue"
 	"github.com/dbqueue/dbqueue/bench"
 	"github.com/dbqueue/dbqueue/bench/dbqueueq"
+	"github.com/dbqueue/dbqueue/bench/riverq"
 	"github.com/dbqueue/dbqueue/worker"
 )
 
-// procs' flags. -procs-child and -procs-dsn are how the parent starts its
-// children (the benchmark binary itself); a user gives neither.
+// procs' flags. -procs-child, -procs-system and -procs-dsn are how the
+// parent starts its children (the benchmark binary itself); a user gives
+// none of them.
 var (
-	procsN           = flag.Int("procs", 16, "procs: worker processes beside the 1-process baseline")
-	procsConcurrency = flag.Int("procs-concurrency", 50, "procs: worker Concurrency in each process")
+	procsCounts      = flag.String("procs", "16", "procs: comma-separated worker process counts, each measured beside the 1-process baseline every ratio divides by (16: 1 and 16; 1,4,16: 1, 4 and 16)")
+	procsSystems     = flag.String("procs-systems", procsDBQueue+","+procsRiver, "procs: comma-separated systems, interleaved in every round: dbqueue, river (River on PostgreSQL only; on the other databases dbqueue runs alone)")
+	procsConcurrency = flag.Int("procs-concurrency", 50, "procs: handlers in each process (dbqueue's worker Concurrency, River's MaxWorkers)")
 	procsJobs        = flag.Int("procs-jobs", 100_000, "procs: jobs per measurement")
 	procsChild       = flag.Bool("procs-child", false, "procs: run as one child worker process (started by -measure procs)")
-	procsDSN         = flag.String("procs-dsn", "", "procs: the child's dbqueue DSN")
+	procsSystem      = flag.String("procs-system", procsDBQueue, "procs: the child's system, dbqueue or river (set by -measure procs)")
+	procsDSN         = flag.String("procs-dsn", "", "procs: the child's DSN")
 	procsMySQLConns  = flag.Int("procs-mysql-conns", 8, "procs: on MariaDB, each child's pool size (SetMaxOpenConns on a *sql.DB handed to dbqueue.New), so that 16 children stay under the server's max_connections of 151; 0: dbqueue.Open's own pool, unbounded")
 )
+
+// The systems procs measures.
+const (
+	procsDBQueue = "dbqueue"
+	procsRiver   = "river"
+)
+
+// procsConfig is what one procs measurement runs: the flags', or a test's.
+type procsConfig struct {
+	counts      []int    // process counts, ascending, 1 first
+	systems     []string // procsDBQueue and/or procsRiver, in the order given
+	jobs        int
+	concurrency int
+	mysqlConns  int
+}
+
+// procsFlags reads procs' flags.
+func procsFlags() (procsConfig, error) {
+	pc := procsConfig{jobs: *procsJobs, concurrency: *procsConcurrency, mysqlConns: *procsMySQLConns}
+	var err error
+	if pc.counts, err = parseProcsCounts(*procsCounts); err != nil {
+		return pc, err
+	}
+	if pc.systems, err = parseProcsSystems(*procsSystems); err != nil {
+		return pc, err
+	}
+	if pc.jobs < 1 || pc.concurrency < 1 {
+		return pc, errors.New("-procs-jobs and -procs-concurrency must be positive")
+	}
+	return pc, nil
+}
+
+// parseProcsCounts reads -procs: process counts, to which 1 is added
+// (every ratio divides by it), sorted, each once.
+func parseProcsCounts(s string) ([]int, error) {
+	counts := []int{1}
+	for f := range strings.SplitSeq(s, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 {
+			return nil, fmt.Errorf("-procs %q: want process counts of 1 or more, separated by commas (e.g. 1,4,16)", s)
+		}
+		counts = append(counts, p)
+	}
+	slices.Sort(counts)
+	return slices.Compact(counts), nil
+}
+
+// parseProcsSystems reads -procs-systems.
+func parseProcsSystems(s string) ([]string, error) {
+	var systems []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f != procsDBQueue && f != procsRiver {
+			return nil, fmt.Errorf("-procs-systems %q: unknown system %q, use dbqueue, river", s, f)
+		}
+		if !slices.Contains(systems, f) {
+			systems = append(systems, f)
+		}
+	}
+	return systems, nil
+}
 
 // procsSchema is procs' own schema or database.
 const procsSchema = "dbqueue_procs"
@@ -46,8 +111,16 @@ const procsSchema = "dbqueue_procs"
 const procsApp = "dbqueue-bench-procs"
 
 // runProcsChild is one child: open the queue, say "ready", wait for "go"
-// on stdin, work with StopWhenEmpty, print "done N" and exit.
+// on stdin, work with StopWhenEmpty, print "done N" and exit. With
+// -procs-system river it is a River child (runProcsRiverChild).
 func runProcsChild(ctx context.Context, c *config) error {
+	switch *procsSystem {
+	case procsDBQueue:
+	case procsRiver:
+		return runProcsRiverChild(ctx)
+	default:
+		return fmt.Errorf("-procs-system %q: use dbqueue or river", *procsSystem)
+	}
 	q, err := openProcsQueue(ctx, *procsDSN, *procsMySQLConns)
 	if err != nil {
 		return err
@@ -142,56 +215,174 @@ func (h *countingHandler) first() string {
 // procsResult is one measurement of P processes.
 type procsResult struct {
 	rate      float64
+	done      int64 // jobs the children said they did
 	peakConns int
 	lockWait  float64 // PostgreSQL: mean backends waiting on a lock; MariaDB: row lock waits per 1,000 jobs
 	cpu       bench.CPU
 	failed    string // why the run failed (a child logged warnings, exited non-zero), or ""
 }
 
+// procsTarget is one system as procs runs it.
+type procsTarget struct {
+	system string // procsDBQueue or procsRiver
+	label  string // its name in the table
+	// prefill empties the system's tables and pushes n jobs.
+	prefill func(ctx context.Context, n int) error
+	// args start a child of the system.
+	args []string
+	// stops: the children work until the parent tells them to stop
+	// (River, which has no StopWhenEmpty), reporting their counts on the
+	// way; the run is timed to the last job done. Otherwise they stop when
+	// the queue is empty and the run is timed to the last one's exit.
+	stops bool
+	// check says whether the tables hold what n jobs done leave.
+	check func(ctx context.Context, n int) error
+}
+
+// procsReport is what one database's procs measurement found.
+type procsReport struct {
+	table   string
+	targets []procsTarget
+	res     [][][]procsResult // [target][count index][round]
+}
+
 // runProcs burns down the same backlog with one worker process and with
-// -procs processes of -procs-concurrency each, on one database: jobs/s,
-// the most connections seen and how much the claims waited on locks.
+// each of -procs processes of -procs-concurrency handlers each, of every
+// system of -procs-systems, on one database, and prints the table.
 func runProcs(ctx context.Context, c *config, d string) error {
+	pc, err := procsFlags()
+	if err != nil {
+		return err
+	}
+	rep, err := measureProcs(ctx, c, d, pc)
+	if err != nil {
+		return err
+	}
+	fmt.Println(rep.table)
+	return nil
+}
+
+// measureProcs runs pc on database d: per round, per process count, each
+// system in turn (the first of them alternating by round), so the load of
+// the machine hits them alike. A system's 1-process baseline that fails
+// stops the measurement; a larger count that fails is a finding, kept in
+// the table.
+func measureProcs(ctx context.Context, c *config, d string, pc procsConfig) (procsReport, error) {
+	var rep procsReport
+	systems := slices.Clone(pc.systems)
+	if d != "pg" {
+		systems = slices.DeleteFunc(systems, func(s string) bool { return s == procsRiver })
+		if len(systems) == 0 {
+			return rep, fmt.Errorf("River runs on PostgreSQL only: -procs-systems %s measures nothing on %s", strings.Join(pc.systems, ","), d)
+		}
+	}
 	o := c.worker
 	o.Schema = procsSchema
 	sys, title, err := openDialect(ctx, c, d, o, soakSQLiteDSN(c.sqliteDSN))
 	if err != nil {
-		return err
+		return rep, err
 	}
 	defer sys.Close()
 	if err := sys.Setup(ctx); err != nil {
-		return err
+		return rep, err
 	}
 	version, err := sys.ServerVersion(ctx)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	childDSN, err := procsChildDSN(sys.DSN(), d)
 	if err != nil {
-		return err
+		return rep, err
 	}
-	began, loadBefore := time.Now(), bench.LoadAvg()
-	counts := []int{1, *procsN}
-	res := make([][]procsResult, len(counts))
-	for round := range c.rounds {
-		for i, p := range counts {
-			rctx, cancel := context.WithTimeout(ctx, c.timeout)
-			r, err := procsOnce(rctx, c, d, sys, childDSN, p)
-			cancel()
-			if err != nil && (i == 0 || ctx.Err() != nil) {
-				return fmt.Errorf("%d processes: %w", p, err)
+	admin := sys.Admin()
+	for _, s := range systems {
+		switch s {
+		case procsDBQueue:
+			rep.targets = append(rep.targets, procsTarget{
+				system: procsDBQueue,
+				label:  "dbqueue",
+				prefill: func(ctx context.Context, n int) error {
+					if err := sys.Reset(ctx); err != nil {
+						return err
+					}
+					return sys.Enqueue(ctx, n)
+				},
+				args: []string{"-measure", "procs", "-procs-child", "-procs-dsn", childDSN,
+					"-procs-concurrency", strconv.Itoa(pc.concurrency), "-procs-mysql-conns", strconv.Itoa(pc.mysqlConns),
+					"-prefetch", strconv.Itoa(c.worker.Prefetch), "-sleep", c.worker.Sleep.String()},
+				check: func(ctx context.Context, _ int) error {
+					return procsCheck(ctx, admin, "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM failed_jobs)", 0, 0)
+				},
+			})
+		case procsRiver:
+			t, closeRiver, err := procsRiverTarget(ctx, c.pgDSN, admin, pc)
+			if err != nil {
+				return rep, fmt.Errorf("river: %w", err)
 			}
-			if err != nil { // a finding, not a broken benchmark: keep it in the table
-				r.failed = err.Error()
-				fmt.Fprintf(os.Stderr, "%s %-8s round %d  %2d × %d  FAILED: %v\n", time.Now().Format("15:04:05"), d, round+1, p, *procsConcurrency, err)
-			}
-			res[i] = append(res[i], r)
-			fmt.Fprintf(os.Stderr, "%s %-8s round %d  %2d × %d  %8.0f jobs/s  peak connections %d  lock waits %.2f  load %s\n",
-				time.Now().Format("15:04:05"), d, round+1, p, *procsConcurrency, r.rate, r.peakConns, r.lockWait, bench.LoadAvg())
+			defer closeRiver()
+			rep.targets = append(rep.targets, t)
 		}
 	}
+	began, loadBefore := time.Now(), bench.LoadAvg()
+	rep.res = make([][][]procsResult, len(rep.targets))
+	for k := range rep.targets {
+		rep.res[k] = make([][]procsResult, len(pc.counts))
+	}
+	for round := range c.rounds {
+		for i, p := range pc.counts {
+			for j := range rep.targets {
+				k := (j + round) % len(rep.targets)
+				t := rep.targets[k]
+				rctx, cancel := context.WithTimeout(ctx, c.timeout)
+				r, err := procsOnce(rctx, d, admin, t, p, pc.jobs)
+				cancel()
+				if err != nil && (i == 0 || ctx.Err() != nil) {
+					return rep, fmt.Errorf("%s, %d processes: %w", t.label, p, err)
+				}
+				if err != nil { // a finding, not a broken benchmark: keep it in the table
+					r.failed = err.Error()
+					fmt.Fprintf(os.Stderr, "%s %-8s %-7s round %d  %2d × %d  FAILED: %v\n", time.Now().Format("15:04:05"), d, t.label, round+1, p, pc.concurrency, err)
+				}
+				rep.res[k][i] = append(rep.res[k][i], r)
+				fmt.Fprintf(os.Stderr, "%s %-8s %-7s round %d  %2d × %d  %8.0f jobs/s  peak connections %d  lock waits %.2f  load %s\n",
+					time.Now().Format("15:04:05"), d, t.label, round+1, p, pc.concurrency, r.rate, r.peakConns, r.lockWait, bench.LoadAvg())
+			}
+		}
+	}
+	rep.table = procsTable(d, title, version, pc, c, rep, bench.Caption{
+		Command: bench.CommandLine(), Began: began, Took: time.Since(began), LoadBefore: loadBefore, LoadAfter: bench.LoadAvg(),
+	})
+	return rep, nil
+}
+
+// procsTable is the markdown of a procs measurement: the setup, one row
+// per process count and system, and the caption.
+func procsTable(d, title, version string, pc procsConfig, c *config, rep procsReport, caption bench.Caption) string {
 	var b strings.Builder
-	b.WriteString(reportHead(fmt.Sprintf("Width: worker processes on one %s", title), version, began, loadBefore))
+	both := len(rep.targets) > 1
+	heading := fmt.Sprintf("Width: worker processes on one %s", title)
+	switch {
+	case both:
+		heading = fmt.Sprintf("Width: dbqueue and River worker processes on one %s", title)
+	case rep.targets[0].system == procsRiver:
+		heading = fmt.Sprintf("Width: River worker processes on one %s", title)
+	}
+	fmt.Fprintf(&b, "### %s\n\n- server: %s\n", heading, version)
+	for _, t := range rep.targets {
+		switch t.system {
+		case procsDBQueue:
+			fmt.Fprintf(&b, "- dbqueue: %s; %d jobs per measurement, burned down by P processes (this binary, started as children) of one worker each, Concurrency %d, Prefetch %d, StopWhenEmpty; timed from \"go\" to the last process's exit\n",
+				buildInfo(), pc.jobs, pc.concurrency, c.worker.Prefetch)
+		case procsRiver:
+			fmt.Fprintf(&b, "- River %s: the same %d jobs (kind \"benchmark\", inserted with InsertManyFast into schema %s, river_job truncated before each run) burned down by P processes of one River client each, MaxWorkers %d on the default queue, FetchCooldown %s and FetchPollInterval %s as `river bench` sets them, pgx's default pool; each child counts its completed-job events and tells the parent, which stops them all when the sum reaches the total (River has no StopWhenEmpty); timed from \"go\" to that last completed job\n",
+				riverVersion(), pc.jobs, procsRiverSchema, pc.concurrency, riverq.FetchCooldown, riverq.FetchPollInterval)
+		}
+	}
+	fmt.Fprintf(&b, "- medians of %d rounds", c.rounds)
+	if both {
+		b.WriteString("; every round runs each process count of both systems in turn, the first of them alternating by round")
+	}
+	b.WriteString("\n\n")
 	lockHead := "lock waits"
 	switch d {
 	case "pg":
@@ -199,35 +390,102 @@ func runProcs(ctx context.Context, c *config, d string) error {
 	case "mariadb":
 		lockHead = "InnoDB row lock waits per 1,000 jobs (server-wide counter)"
 	}
-	fmt.Fprintf(&b, "- %d jobs per measurement, burned down by P processes (this binary, started as children) of one worker each, Concurrency %d, Prefetch %d, StopWhenEmpty; timed from \"go\" to the last process's exit; medians of %d rounds\n\n",
-		*procsJobs, *procsConcurrency, c.worker.Prefetch, c.rounds)
-	fmt.Fprintf(&b, "| processes × concurrency | median jobs/s | min | max | × 1 process | peak connections | %s |\n|---|---:|---:|---:|---:|---:|---:|\n", lockHead)
-	base := 0.0
-	for i, p := range counts {
-		var rates, conns, locks []float64
-		failures := 0
-		for _, r := range res[i] {
-			conns = append(conns, float64(r.peakConns))
-			if r.failed != "" {
-				failures++
+	if both {
+		fmt.Fprintf(&b, "| processes × handlers | system | median jobs/s | min | max | × its 1 process | dbqueue ÷ River | peak connections | %s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n", lockHead)
+	} else {
+		fmt.Fprintf(&b, "| processes × concurrency | median jobs/s | min | max | × 1 process | peak connections | %s |\n|---|---:|---:|---:|---:|---:|---:|\n", lockHead)
+	}
+	type cell struct {
+		rates, conns, locks []float64
+		failures            int
+	}
+	cells := make([][]cell, len(rep.targets))
+	for k := range rep.targets {
+		cells[k] = make([]cell, len(pc.counts))
+		for i := range pc.counts {
+			c := &cells[k][i]
+			for _, r := range rep.res[k][i] {
+				c.conns = append(c.conns, float64(r.peakConns))
+				if r.failed != "" {
+					c.failures++
+					continue
+				}
+				c.rates, c.locks = append(c.rates, r.rate), append(c.locks, r.lockWait)
+			}
+		}
+	}
+	// vsRiver is dbqueue's median over River's at count index i, or "".
+	vsRiver := func(i int) string {
+		var dbq, rv float64
+		for k, t := range rep.targets {
+			switch t.system {
+			case procsDBQueue:
+				dbq = median(cells[k][i].rates)
+			case procsRiver:
+				rv = median(cells[k][i].rates)
+			}
+		}
+		if dbq == 0 || rv == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f", dbq/rv)
+	}
+	for i, p := range pc.counts {
+		for k, t := range rep.targets {
+			c := cells[k][i]
+			lead := fmt.Sprintf("%d × %d", p, pc.concurrency)
+			if both {
+				lead += " | " + t.label
+			}
+			if len(c.rates) == 0 {
+				failed := ""
+				for _, r := range rep.res[k][i] {
+					if r.failed != "" {
+						failed = r.failed
+						break
+					}
+				}
+				extra := ""
+				if both {
+					extra = " |"
+				}
+				fmt.Fprintf(&b, "| %s | failed in %d of %d rounds: %s | | | |%s %.0f | |\n", lead, c.failures, len(rep.res[k][i]), firstLine(failed), extra, slices.Max(c.conns))
 				continue
 			}
-			rates, locks = append(rates, r.rate), append(locks, r.lockWait)
+			connText, lockText := fmt.Sprintf("%.0f", slices.Max(c.conns)), fmt.Sprintf("%.2f", median(c.locks))
+			if d == "sqlite" {
+				connText, lockText = "– (a file)", "–"
+			}
+			ratio := ""
+			if both {
+				ratio = " | "
+				if t.system == procsDBQueue {
+					ratio += vsRiver(i)
+				}
+			}
+			base := median(cells[k][0].rates)
+			own := "–"
+			if base > 0 {
+				own = fmt.Sprintf("%.2f", median(c.rates)/base)
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %s%s | %s | %s |\n", lead, median(c.rates), slices.Min(c.rates), slices.Max(c.rates), own, ratio, connText, lockText)
 		}
-		if i == 0 {
-			base = median(rates)
-		}
-		if len(rates) == 0 {
-			fmt.Fprintf(&b, "| %d × %d | failed in %d of %d rounds: %s | | | | %.0f | |\n", p, *procsConcurrency, failures, len(res[i]), firstLine(res[i][0].failed), slices.Max(conns))
-			continue
-		}
-		connText, lockText := fmt.Sprintf("%.0f", slices.Max(conns)), fmt.Sprintf("%.2f", median(locks))
-		if d == "sqlite" {
-			connText, lockText = "– (a file)", "–"
-		}
-		fmt.Fprintf(&b, "| %d × %d | %.0f | %.0f | %.0f | %.2f | %s | %s |\n", p, *procsConcurrency, median(rates), slices.Min(rates), slices.Max(rates), median(rates)/base, connText, lockText)
 	}
-	fmt.Println(b.String())
+	b.WriteString("\n")
+	caption.WriteMarkdown(&b)
+	return b.String()
+}
+
+// procsCheck runs q, which returns two counts, and says whether they are
+// want0 and want1.
+func procsCheck(ctx context.Context, admin *sql.DB, q string, want0, want1 int64) error {
+	var n0, n1 int64
+	if err := admin.QueryRowContext(ctx, q).Scan(&n0, &n1); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	if n0 != want0 || n1 != want1 {
+		return fmt.Errorf("check: %s found %d and %d, want %d and %d", q, n0, n1, want0, want1)
+	}
 	return nil
 }
 
@@ -247,16 +505,12 @@ func procsChildDSN(dsn, d string) (string, error) {
 	return u.String(), nil
 }
 
-// procsOnce prefills, starts p children, waits for each to say ready,
-// tells them all to go and times until the last exits, sampling
-// connections and lock waits meanwhile.
-func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, dsn string, p int) (procsResult, error) {
+// procsOnce prefills, starts p children of t, waits for each to say
+// ready, tells them all to go and times the run (see procsTarget.stops),
+// sampling connections and lock waits meanwhile.
+func procsOnce(ctx context.Context, d string, admin *sql.DB, t procsTarget, p, jobs int) (procsResult, error) {
 	var r procsResult
-	admin := sys.Admin()
-	if err := sys.Reset(ctx); err != nil {
-		return r, err
-	}
-	if err := sys.Enqueue(ctx, *procsJobs); err != nil {
+	if err := t.prefill(ctx, jobs); err != nil {
 		return r, err
 	}
 	self, err := os.Executable()
@@ -283,8 +537,7 @@ func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, d
 		}
 	}()
 	for range p {
-		cmd := exec.CommandContext(ctx, self, "-measure", "procs", "-procs-child", "-procs-dsn", dsn,
-			"-procs-concurrency", strconv.Itoa(*procsConcurrency), "-procs-mysql-conns", strconv.Itoa(*procsMySQLConns), "-prefetch", strconv.Itoa(c.worker.Prefetch), "-sleep", c.worker.Sleep.String())
+		cmd := exec.CommandContext(ctx, self, t.args...)
 		stderr := &tailBuffer{}
 		cmd.Stderr = stderr
 		stdin, err := cmd.StdinPipe()
@@ -302,7 +555,7 @@ func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, d
 	}
 	for i, k := range kids {
 		if line, err := k.out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
-			return r, fmt.Errorf("child %d: %q, %v", i, line, err)
+			return r, fmt.Errorf("child %d: %q, %v: %s", i, line, err, k.stderr.last())
 		}
 	}
 	rowLocks0, err := rowLockWaits(ctx, admin, d)
@@ -313,6 +566,24 @@ func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, d
 	var conns, waiting, samples atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() { sampleProcs(sampler, admin, d, &conns, &waiting, &samples) })
+	// Children that stop when told (River) report "n K", the jobs done so
+	// far, as their counts grow; when the sum reaches jobs the run is over
+	// and all are told to stop. A child that ends before stops the others:
+	// the sum can no longer be reached.
+	var (
+		progress atomic.Int64
+		reached  atomic.Bool
+		lastDone time.Time // when the sum reached jobs
+		stopOnce sync.Once
+	)
+	stopAll := func() {
+		stopOnce.Do(func() {
+			for _, k := range kids {
+				_, _ = io.WriteString(k.stdin, "stop\n")
+				_ = k.stdin.Close()
+			}
+		})
+	}
 	mark := bench.MarkCPU()
 	start := time.Now()
 	for _, k := range kids {
@@ -322,30 +593,67 @@ func procsOnce(ctx context.Context, c *config, d string, sys *dbqueueq.System, d
 			return r, err
 		}
 	}
+	finals := make([]string, len(kids))
+	var readers sync.WaitGroup
+	for i, k := range kids {
+		readers.Go(func() {
+			var last int64
+			for {
+				line, err := k.out.ReadString('\n')
+				if err != nil {
+					break
+				}
+				line = strings.TrimSpace(line)
+				if s, ok := strings.CutPrefix(line, "n "); ok && t.stops {
+					n, err := strconv.ParseInt(s, 10, 64)
+					if err != nil {
+						continue // the final count says what went wrong
+					}
+					if sum := progress.Add(n - last); sum >= int64(jobs) && reached.CompareAndSwap(false, true) {
+						lastDone = time.Now()
+						stopAll()
+					}
+					last = n
+					continue
+				}
+				finals[i] = line
+			}
+			if t.stops {
+				stopAll()
+			}
+		})
+	}
+	readers.Wait()
 	var total int64
 	var errs []error
 	for i, k := range kids {
-		line, _ := k.out.ReadString('\n')
 		if err := k.cmd.Wait(); err != nil {
 			errs = append(errs, fmt.Errorf("child %d: %w: %s", i, err, k.stderr.last()))
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(line), "done "), 10, 64)
+		n, err := strconv.ParseInt(strings.TrimPrefix(finals[i], "done "), 10, 64)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("child %d said %q", i, line))
+			errs = append(errs, fmt.Errorf("child %d said %q", i, finals[i]))
 		}
 		total += n
 	}
 	elapsed := time.Since(start)
+	if t.stops && reached.Load() {
+		elapsed = lastDone.Sub(start)
+	}
 	r.cpu = mark.Since()
 	stopSampling()
 	wg.Wait()
 	r.peakConns = int(conns.Load() - baseConns)
+	r.done = total
 	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}
-	if total != int64(*procsJobs) {
-		return r, fmt.Errorf("children ran %d jobs, want %d", total, *procsJobs)
+	if total != int64(jobs) {
+		return r, fmt.Errorf("children ran %d jobs, want %d", total, jobs)
+	}
+	if err := t.check(ctx, jobs); err != nil {
+		return r, err
 	}
 	r.rate = float64(total) / elapsed.Seconds()
 	switch d {

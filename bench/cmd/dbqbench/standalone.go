@@ -65,6 +65,9 @@ func runStandalone(c *config, m string) {
 	case "width-queues":
 		run = runWidthQueues
 	case "procs":
+		if _, err := procsFlags(); err != nil {
+			log.Fatal(err)
+		}
 		run = runProcs
 	case "payload":
 		run = runPayload
