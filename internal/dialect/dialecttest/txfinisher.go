@@ -33,24 +33,7 @@ func finishesInTheCallersTransaction(t *testing.T, s *suite) {
 	stale.Token--
 	in := func(commit bool, fn func(tx sqldb.Tx) (bool, error)) bool {
 		t.Helper()
-		tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, err := fn(tx)
-		if err != nil {
-			tx.Rollback(context.Background())
-			t.Fatal(err)
-		}
-		if commit {
-			err = tx.Commit(s.ctx)
-		} else {
-			err = tx.Rollback(s.ctx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ok
+		return s.endInTx(t, commit, fn)
 	}
 	complete := func(h dialect.Held) func(sqldb.Tx) (bool, error) {
 		return func(tx sqldb.Tx) (bool, error) { return f.CompleteIn(s.ctx, tx, h) }
@@ -163,24 +146,7 @@ func releaseIn(t *testing.T, s *suite) {
 	}
 	release := func(h dialect.Held, delay int64, giveBack, commit bool) bool {
 		t.Helper()
-		tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, err := f.ReleaseIn(s.ctx, tx, h, delay, giveBack)
-		if err != nil {
-			tx.Rollback(context.Background())
-			t.Fatal(err)
-		}
-		if commit {
-			err = tx.Commit(s.ctx)
-		} else {
-			err = tx.Rollback(s.ctx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ok
+		return s.endInTx(t, commit, func(tx sqldb.Tx) (bool, error) { return f.ReleaseIn(s.ctx, tx, h, delay, giveBack) })
 	}
 	delayed, snoozed := held(rows[0]), held(rows[1])
 	if !release(delayed, 3600, false, false) {
@@ -282,4 +248,29 @@ func lockReservation(t *testing.T, s *suite) {
 	if got.err != nil || !got.found || got.r.Reserved || got.r.Token == c.Token {
 		t.Fatalf("after the release committed the row reads %+v (found %v, %v), want unreserved with a new token", got.r, got.found, got.err)
 	}
+}
+
+// endInTx runs fn, which ends a held row inside tx, in a transaction of
+// its own that it then commits or rolls back, and returns what fn said of
+// the row.
+func (s *suite) endInTx(t *testing.T, commit bool, fn func(tx sqldb.Tx) (bool, error)) bool {
+	t.Helper()
+	tx, err := s.DB.Begin(s.ctx, sqldb.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := fn(tx)
+	if err != nil {
+		tx.Rollback(context.Background())
+		t.Fatal(err)
+	}
+	if commit {
+		err = tx.Commit(s.ctx)
+	} else {
+		err = tx.Rollback(s.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }
