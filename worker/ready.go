@@ -58,11 +58,15 @@ type readySet struct {
 	mu     sync.Mutex
 	active *[]string // the active queues the set was read for
 	queues []string  // ready, in the active queues' order
-	gen    uint64    // counts reads: a claim drops a queue only from the set it read
-	readAt time.Time // when the last read began
-	cost   time.Duration
-	woken  bool // a push woke the worker since the last read
-	read   bool // the set has been read for active
+	// dropped are the queues of queues that claims found short since it
+	// was last compacted: a claim over 10,000 queues of 10 jobs drops a
+	// hundred, and taking each out of the list at once cost a scan of it.
+	dropped map[string]bool
+	gen     uint64    // counts reads: a claim drops a queue only from the set it read
+	readAt  time.Time // when the last read began
+	cost    time.Duration
+	woken   bool // a push woke the worker since the last read
+	read    bool // the set has been read for active
 }
 
 // wake notes that a push woke the worker: the next claim reads the set.
@@ -88,6 +92,7 @@ func (s *readySet) due(active *[]string, now time.Time) bool {
 // due or force is set; fresh reports whether it read.
 func (s *readySet) take(ctx context.Context, active *[]string, force bool, read func(ctx context.Context, queues []string) ([]string, error)) (queues []string, gen uint64, fresh bool, err error) {
 	s.mu.Lock()
+	s.compact()
 	if !force && !s.due(active, time.Now()) {
 		defer s.mu.Unlock()
 		return slices.Clone(s.queues), s.gen, false, nil
@@ -101,6 +106,7 @@ func (s *readySet) take(ctx context.Context, active *[]string, force bool, read 
 	if s.gen != gen && s.active == active {
 		// Another claim read the set while this one waited for readMu.
 		defer s.mu.Unlock()
+		s.compact()
 		return slices.Clone(s.queues), s.gen, true, nil
 	}
 	s.mu.Unlock()
@@ -129,6 +135,7 @@ func (s *readySet) take(ctx context.Context, active *[]string, force bool, read 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.active, s.queues, s.read = active, list, true
+	clear(s.dropped)
 	s.gen++
 	s.readAt, s.cost = began, time.Since(began)
 	return slices.Clone(list), s.gen, true, nil
@@ -142,7 +149,17 @@ func (s *readySet) drop(gen uint64, queue string) {
 	if s.gen != gen {
 		return
 	}
-	if i := slices.Index(s.queues, queue); i >= 0 {
-		s.queues = slices.Delete(s.queues, i, i+1)
+	if s.dropped == nil {
+		s.dropped = map[string]bool{}
 	}
+	s.dropped[queue] = true
+}
+
+// compact takes the dropped queues out of the set; s.mu is held.
+func (s *readySet) compact() {
+	if len(s.dropped) == 0 {
+		return
+	}
+	s.queues = slices.DeleteFunc(s.queues, func(q string) bool { return s.dropped[q] })
+	clear(s.dropped)
 }
