@@ -17,6 +17,8 @@ import (
 type sqlite struct {
 	*common
 	claim string
+	// claimQueues is ClaimQueues' statement (claim_queues.go).
+	claimQueues string
 	// readyQueues is ReadyQueues' statement (ready.go).
 	readyQueues string
 }
@@ -54,6 +56,18 @@ WHERE id IN (
   SELECT id FROM (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + `)
   LIMIT ?)
 RETURNING ` + claimColumns
+	// CROSS JOIN makes the names the outer loop, read in their order, and
+	// each queue's rows come from its claim index in claim order: with no
+	// ORDER BY (which would read every row of every name before the
+	// LIMIT), the LIMIT stops the join at the queue that fills the claim.
+	qExpired, qReady := c.queueArms("j.", "q.value")
+	s.claimQueues = `UPDATE ` + c.jobs + ` SET ` + claimSet + `, reserved_at = ` + c.now + `
+WHERE id IN (
+  SELECT id FROM (SELECT j.id FROM json_each(?) AS q CROSS JOIN ` + c.jobs + ` AS j WHERE ` + qExpired + ` LIMIT ?)
+  UNION ALL
+  SELECT id FROM (SELECT j.id FROM json_each(?) AS q CROSS JOIN ` + c.jobs + ` AS j WHERE ` + qReady + ` LIMIT ?)
+  LIMIT ?)
+RETURNING ` + claimColumns + `, queue`
 	readyArm, expiredArm := c.readyArms("q.value")
 	s.readyQueues = "SELECT q.value FROM json_each(?) AS q WHERE " + readyArm + " OR " + expiredArm
 	return s
@@ -62,6 +76,23 @@ RETURNING ` + claimColumns
 func (s *sqlite) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
 	rows, err := db.Query(ctx, s.claim, queue, retryAfter, n, queue, n, n)
 	return collectClaim(rows, err, queue, n)
+}
+
+// ClaimQueues claims from many queues in one statement: the expired
+// reservations of all of them first, then ready rows queue by queue.
+func (s *sqlite) ClaimQueues(ctx context.Context, db sqldb.DB, queues []string, retryAfter int64, n int) ([]JobRow, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	list, odd, err := readyJSON(queues)
+	if err != nil {
+		return nil, err
+	}
+	if len(odd) > 0 {
+		return nil, fmt.Errorf("dbqueue: claim from queues %q: a name that is not valid UTF-8 cannot be listed in one claim; claim its queue alone", odd)
+	}
+	rows, err := db.Query(ctx, s.claimQueues, list, retryAfter, n, list, n, n)
+	return collectQueuesByName(rows, err, queues, n)
 }
 
 // DeleteHeld deletes by id alone inside a write transaction (which holds
