@@ -90,8 +90,14 @@ func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, short fu
 // claims the walk past its dead index entries (postgres_claim.go).
 const manyQueues = 16
 
+// minChunk is the fewest queues one ClaimQueues statement lists: a claim
+// of one job over queues a stale ready set says hold jobs still reads a
+// hundred of them at once.
+const minChunk = 100
+
 // reserveMany is reserve over more than manyQueues queues: one
-// ClaimQueues statement per n of them, in order, until n jobs are held.
+// ClaimQueues statement per n of them (minChunk at least), in order,
+// until n jobs are held.
 // A queue is short when the statement read it and took fewer rows than
 // the claim still wanted: every queue before the last one it took a row
 // from, and all of them when it came back short.
@@ -102,7 +108,7 @@ func (q *Queue) reserveMany(ctx context.Context, n int, failed claimFailed, shor
 		}
 	}
 	var jobs []*Job
-	for chunk := range slices.Chunk(queues, n) {
+	for chunk := range slices.Chunk(queues, max(n, minChunk)) {
 		want := n - len(jobs)
 		expires := time.Now().Add(q.RetryAfter() - time.Second)
 		var rows []dialect.JobRow
