@@ -78,6 +78,7 @@ func (s *readySet) wake() {
 
 // due reports whether the set must be read before a claim from active.
 func (s *readySet) due(active *[]string, now time.Time) bool {
+	s.compact()
 	switch {
 	case !s.read || s.active != active || len(s.queues) == 0:
 		return true
@@ -92,7 +93,6 @@ func (s *readySet) due(active *[]string, now time.Time) bool {
 // due or force is set; fresh reports whether it read.
 func (s *readySet) take(ctx context.Context, active *[]string, force bool, read func(ctx context.Context, queues []string) ([]string, error)) (queues []string, gen uint64, fresh bool, err error) {
 	s.mu.Lock()
-	s.compact()
 	if !force && !s.due(active, time.Now()) {
 		defer s.mu.Unlock()
 		return slices.Clone(s.queues), s.gen, false, nil
