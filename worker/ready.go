@@ -7,11 +7,15 @@ import (
 	"time"
 )
 
-// manyQueues is the most active queues a claim reads one by one. A claim
-// runs one statement per queue until it holds its jobs, so with more
-// queues than this, most of them empty, a claim would spend its time on
-// empty queues (10 busy queues among 10,000: up to 9,990 statements a
-// claim). Above it the worker claims only from its ready set.
+// manyQueues is the most active queues a claim reads without asking which
+// are ready. A claim takes a queue's rows only after the queues before it
+// in the weights' order, so with more queues than this, most of them
+// empty, a claim would spend its time on empty queues (10 busy queues
+// among 10,000: up to 9,990 probes a claim, or statements where the
+// queues are few enough to be claimed one by one). Above it the worker
+// claims only from its ready set; a claim of more than dbqueue's own
+// manyQueues (the same 16) ready queues is then one statement for all of
+// them (dialect.ClaimQueues).
 const manyQueues = 16
 
 // readyEvery is the floor of the interval at which the ready set is read
