@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -52,6 +53,9 @@ func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, short fu
 	if len(queues) == 0 {
 		queues = []string{q.queue}
 	}
+	if len(queues) > manyQueues && allUTF8(queues) {
+		return q.reserveMany(ctx, n, failed, short, queues)
+	}
 	var jobs []*Job
 	for _, name := range queues {
 		if err := checkQueueName(name); err != nil {
@@ -78,6 +82,92 @@ func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, short fu
 	return jobs, nil
 }
 
+// manyQueues is the most queues a reserve claims one statement each.
+// With more, it claims from them all in one statement per n queues
+// (dialect.ClaimQueues): a worker serving 10,000 queues of 10 jobs each
+// needed a hundred claim statements for a claim of 1,000. A claim of few
+// queues keeps Claim's per-queue cursors, which spare a long queue's
+// claims the walk past its dead index entries (postgres_claim.go).
+const manyQueues = 16
+
+// minChunk is the fewest queues one ClaimQueues statement lists: a claim
+// of one job over queues a stale ready set says hold jobs still reads a
+// hundred of them at once.
+const minChunk = 100
+
+// reserveMany is reserve over more than manyQueues queues: one
+// ClaimQueues statement per n of them (minChunk at least), in order,
+// until n jobs are held.
+// A queue is short when the statement read it and took fewer rows than
+// the claim still wanted: every queue before the last one it took a row
+// from, and all of them when it came back short.
+func (q *Queue) reserveMany(ctx context.Context, n int, failed claimFailed, short func(queue string), queues []string) ([]*Job, error) {
+	for _, name := range queues {
+		if err := checkQueueName(name); err != nil {
+			return nil, err
+		}
+	}
+	var jobs []*Job
+	for chunk := range slices.Chunk(queues, max(n, minChunk)) {
+		want := n - len(jobs)
+		expires := time.Now().Add(q.RetryAfter() - time.Second)
+		var rows []dialect.JobRow
+		err := sqldb.Retry(ctx, func() (err error) {
+			rows, err = q.sql.ClaimQueues(ctx, q.db, chunk, q.retryAfter, want)
+			return err
+		})
+		if afterClaim != nil {
+			afterClaim(q, chunk[0])
+		}
+		if err != nil {
+			return jobs, sqldb.Wrap("reserve", err)
+		}
+		if short != nil {
+			shortQueues(chunk, rows, want, short)
+		}
+		got, _, err := q.claimed(ctx, rows, expires, failed, false)
+		jobs = append(jobs, got...)
+		if err != nil {
+			return jobs, err
+		}
+		if len(rows) == want {
+			break
+		}
+	}
+	return jobs, nil
+}
+
+// shortQueues calls short for each queue of a ClaimQueues statement that
+// took fewer rows than the claim still wanted when it came to it: rows
+// are in the queues' order.
+func shortQueues(queues []string, rows []dialect.JobRow, want int, short func(queue string)) {
+	got := make(map[string]int, len(rows))
+	for _, r := range rows {
+		got[r.Queue]++
+	}
+	for _, name := range queues {
+		if want <= 0 {
+			return
+		}
+		if got[name] < want {
+			short(name)
+		}
+		want -= got[name]
+		got[name] = 0 // a name listed twice was read once
+	}
+}
+
+// allUTF8 reports whether every name is valid UTF-8: ClaimQueues lists
+// the names in one parameter, which on SQLite and MySQL is JSON.
+func allUTF8(names []string) bool {
+	for _, n := range names {
+		if !utf8.ValidString(n) {
+			return false
+		}
+	}
+	return true
+}
+
 // afterClaim, when a test sets it, hears every claim statement reserve
 // runs, so a test can count them.
 var afterClaim func(q *Queue, queue string)
@@ -97,6 +187,14 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed cla
 	if err != nil {
 		return nil, 0, sqldb.Wrap("reserve", err)
 	}
+	return q.claimed(ctx, rows, expires, failed, true)
+}
+
+// claimed turns a claim's rows into jobs, failing those whose payload
+// does not decode or whose attempts are exhausted; order puts them in
+// claim order (a ClaimQueues result is in it already). claimed counts
+// the rows, jobs failed at claim time included.
+func (q *Queue) claimed(ctx context.Context, rows []dialect.JobRow, expires time.Time, failed claimFailed, order bool) (_ []*Job, claimed int, _ error) {
 	claimed = len(rows)
 	jobs := make([]*Job, 0, len(rows))
 	var failErr error
@@ -121,7 +219,9 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed cla
 		jobs = append(jobs, job)
 	}
 	dialect.RecycleRows(rows)
-	slices.SortFunc(jobs, compareJobs)
+	if order {
+		slices.SortFunc(jobs, compareJobs)
+	}
 	if failErr != nil {
 		// The bad rows stay reserved and come back after retry_after.
 		return jobs, claimed, fmt.Errorf("dbqueue: move malformed payloads to failed_jobs: %w", failErr)

@@ -7,11 +7,15 @@ import (
 	"time"
 )
 
-// manyQueues is the most active queues a claim reads one by one. A claim
-// runs one statement per queue until it holds its jobs, so with more
-// queues than this, most of them empty, a claim would spend its time on
-// empty queues (10 busy queues among 10,000: up to 9,990 statements a
-// claim). Above it the worker claims only from its ready set.
+// manyQueues is the most active queues a claim reads without asking which
+// are ready. A claim takes a queue's rows only after the queues before it
+// in the weights' order, so with more queues than this, most of them
+// empty, a claim would spend its time on empty queues (10 busy queues
+// among 10,000: up to 9,990 probes a claim, or statements where the
+// queues are few enough to be claimed one by one). Above it the worker
+// claims only from its ready set; a claim of more than dbqueue's own
+// manyQueues (the same 16) ready queues is then one statement for all of
+// them (dialect.ClaimQueues).
 const manyQueues = 16
 
 // readyEvery is the floor of the interval at which the ready set is read
@@ -58,11 +62,15 @@ type readySet struct {
 	mu     sync.Mutex
 	active *[]string // the active queues the set was read for
 	queues []string  // ready, in the active queues' order
-	gen    uint64    // counts reads: a claim drops a queue only from the set it read
-	readAt time.Time // when the last read began
-	cost   time.Duration
-	woken  bool // a push woke the worker since the last read
-	read   bool // the set has been read for active
+	// dropped are the queues of queues that claims found short since it
+	// was last compacted: a claim over 10,000 queues of 10 jobs drops a
+	// hundred, and taking each out of the list at once cost a scan of it.
+	dropped map[string]bool
+	gen     uint64    // counts reads: a claim drops a queue only from the set it read
+	readAt  time.Time // when the last read began
+	cost    time.Duration
+	woken   bool // a push woke the worker since the last read
+	read    bool // the set has been read for active
 }
 
 // wake notes that a push woke the worker: the next claim reads the set.
@@ -74,6 +82,7 @@ func (s *readySet) wake() {
 
 // due reports whether the set must be read before a claim from active.
 func (s *readySet) due(active *[]string, now time.Time) bool {
+	s.compact()
 	switch {
 	case !s.read || s.active != active || len(s.queues) == 0:
 		return true
@@ -101,6 +110,7 @@ func (s *readySet) take(ctx context.Context, active *[]string, force bool, read 
 	if s.gen != gen && s.active == active {
 		// Another claim read the set while this one waited for readMu.
 		defer s.mu.Unlock()
+		s.compact()
 		return slices.Clone(s.queues), s.gen, true, nil
 	}
 	s.mu.Unlock()
@@ -129,6 +139,7 @@ func (s *readySet) take(ctx context.Context, active *[]string, force bool, read 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.active, s.queues, s.read = active, list, true
+	clear(s.dropped)
 	s.gen++
 	s.readAt, s.cost = began, time.Since(began)
 	return slices.Clone(list), s.gen, true, nil
@@ -142,7 +153,17 @@ func (s *readySet) drop(gen uint64, queue string) {
 	if s.gen != gen {
 		return
 	}
-	if i := slices.Index(s.queues, queue); i >= 0 {
-		s.queues = slices.Delete(s.queues, i, i+1)
+	if s.dropped == nil {
+		s.dropped = map[string]bool{}
 	}
+	s.dropped[queue] = true
+}
+
+// compact takes the dropped queues out of the set; s.mu is held.
+func (s *readySet) compact() {
+	if len(s.dropped) == 0 {
+		return
+	}
+	s.queues = slices.DeleteFunc(s.queues, func(q string) bool { return s.dropped[q] })
+	clear(s.dropped)
 }

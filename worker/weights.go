@@ -57,11 +57,15 @@ func (w *weights) order(active []string) []string {
 
 // validateWeights checks QueueWeights against Queues.
 func validateWeights(o Options, bad func(string, ...any)) {
+	listed := make(map[string]bool, len(o.Queues))
+	for _, q := range o.Queues {
+		listed[q] = true
+	}
 	for q, n := range o.QueueWeights {
 		if n < 1 || n > maxWeight {
 			bad("QueueWeights[%q] = %d: weights must be from 1 to %d", q, n, maxWeight)
 		}
-		if len(o.Queues) > 0 && !slices.Contains(o.Queues, q) {
+		if len(o.Queues) > 0 && !listed[q] {
 			bad("QueueWeights names queue %q, which is not in Queues %v: add it to Queues, or leave Queues empty to serve the weighted queues", q, o.Queues)
 		}
 	}

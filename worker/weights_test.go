@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -73,4 +74,41 @@ func claimOrder(t *testing.T, q *dbqueue.Queue, o worker.Options, want int) []st
 		t.Fatalf("ran %d jobs, want all %d", len(order), want)
 	}
 	return order
+}
+
+// Over more queues than the worker claims one by one, where it claims
+// from the queues the ready set holds in one statement, the weights still
+// share the claims: 40 queues listed, 20 of them holding jobs, m00 of
+// weight 3, m01 of weight 2 and the rest of weight 1. A worker that claims
+// one job at a time takes, in every 23 claims while all 20 have jobs,
+// 3 of m00's, 2 of m01's and one of each other's; the empty queues take no
+// turn. Then it drains them all.
+func TestQueueWeightsShareClaimsOverManyQueues(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
+		q := db.Queue(t)
+		weights := map[string]int{}
+		var queues []string
+		for i := range 40 {
+			name := fmt.Sprintf("m%02d", i)
+			queues = append(queues, name)
+			weights[name] = 1
+			if i < 20 {
+				pushN(t, q, 10, dbqueue.NewJob{Name: "job", Queue: name})
+			}
+		}
+		weights["m00"], weights["m01"] = 3, 2
+		order := claimOrder(t, q, worker.Options{Queues: queues, QueueWeights: weights}, 200)
+		for start := 0; start < 46; start += 23 {
+			count := map[string]int{}
+			for _, name := range order[start : start+23] {
+				count[name]++
+			}
+			for i := range 20 {
+				name := queues[i]
+				if count[name] != weights[name] {
+					t.Fatalf("claims %d to %d took %d of %s's jobs, want its weight %d: %v", start, start+23, count[name], name, weights[name], order[start:start+23])
+				}
+			}
+		}
+	})
 }

@@ -49,6 +49,14 @@ type Dialect interface {
 	// reserved_at now, attempts + 1 (never past MaxAttempts) and a new
 	// reservation token.
 	Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error)
+	// ClaimQueues is Claim over queues in one statement: up to n rows,
+	// taken queue by queue in the order given, until n are held, each
+	// queue's rows as Claim takes them (a database may take the expired
+	// reservations of all the queues first). The rows come back in that
+	// order, each with its queue. A worker serving thousands of queues
+	// holding a few jobs each claims with it (claim_queues.go); it keeps
+	// no cursor. A name must be valid UTF-8.
+	ClaimQueues(ctx context.Context, db sqldb.DB, queues []string, retryAfter int64, n int) ([]JobRow, error)
 	// ReadyQueues returns those of queues (in the order the database
 	// lists them) that hold a row Claim would take with retryAfter: one
 	// statement of index probes, one per name and arm, never a read of a

@@ -339,6 +339,7 @@ func (m *mysql) readyStatement(ctx context.Context, ex sqldb.Execer) (string, er
 		return "", fmt.Errorf("dbqueue: %s.queue has character set %q and collation %q, which are not names", m.jobs, charset, collation)
 	}
 	m.ready.query = m.readyQuery(charset, collation)
+	m.ready.charset, m.ready.collation = charset, collation
 	return m.ready.query, nil
 }
 

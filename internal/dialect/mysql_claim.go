@@ -305,3 +305,81 @@ func (m *mysql) firstSkipped(ctx context.Context, tx sqldb.Tx, cs []candidate, l
 func (m *mysql) GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error) {
 	return m.putBack(m.common.GiveBack(ctx, db, h))
 }
+
+// ClaimQueues locks the rows of many queues in one read, the names from
+// JSON_TABLE in their order (STRAIGHT_JOIN keeps them the outer loop;
+// each queue's rows come from the claim index in claim order, and the
+// LIMIT stops the join at the queue that fills the claim), FOR UPDATE
+// SKIP LOCKED, then marks them (MySQL has no UPDATE … RETURNING), in one
+// READ COMMITTED transaction. Claim reads candidates without locks and
+// locks them by primary key, with per-queue cursors that keep a Queue's
+// claims on disjoint ranges; across thousands of queues with no cursors,
+// racing claims read the same candidates and the one that lost them came
+// back short, so here the read locks: a row another claim holds is
+// skipped and the read goes on to the next. It reads each queue from its
+// start: a queue of a few jobs has few rows in flight to read past.
+func (m *mysql) ClaimQueues(ctx context.Context, db sqldb.DB, queues []string, retryAfter int64, n int) ([]JobRow, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	if _, err := m.readyStatement(ctx, db); err != nil {
+		return nil, err
+	}
+	list, odd, err := readyJSON(queues)
+	if err != nil {
+		return nil, err
+	}
+	if len(odd) > 0 {
+		return nil, fmt.Errorf("dbqueue: claim from queues %q: a name that is not valid UTF-8 cannot be listed in one claim; claim its queue alone", odd)
+	}
+	m.ready.mu.Lock()
+	charset, collation := m.ready.charset, m.ready.collation
+	m.ready.mu.Unlock()
+	read := "SELECT j.id, j.payload, j.attempts, j.reserved_at IS NOT NULL, j.available_at, j.created_at, j.reservation_token, " + m.now + ", q.ord" +
+		" FROM JSON_TABLE(?, '$[*]' COLUMNS (ord FOR ORDINALITY, name VARCHAR(255) CHARACTER SET " + charset + " COLLATE " + collation +
+		" PATH '$')) AS q STRAIGHT_JOIN " + m.jobs + " AS j FORCE INDEX (" + m.tables.ClaimIndex() + ")" +
+		" WHERE j.queue = q.name AND j.available_at <= " + m.now + " AND (j.reserved_at IS NULL OR j.reserved_at <= " + m.now + " - ?)" +
+		" LIMIT ? FOR UPDATE SKIP LOCKED"
+	var rows []JobRow
+	err = sqldb.InTx(ctx, db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
+		var (
+			now  int64
+			ords []int64
+		)
+		rs, err := tx.Query(ctx, read, list, retryAfter, n)
+		if rows, err = appendClaimed(claimRows(n), rs, err, "", mysqlInt, mysqlInt(&now), queueOrds{&ords}); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		if len(ords) != len(rows) {
+			return fmt.Errorf("dbqueue: claim read %d queue positions for %d rows", len(ords), len(rows))
+		}
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		if _, err := tx.Exec(ctx, "UPDATE "+m.jobs+" SET "+claimSet+", reserved_at = ? WHERE id IN ("+sqldb.Ints(ids)+")", now); err != nil {
+			return err
+		}
+		for i := range rows {
+			if ords[i] < 1 || ords[i] > int64(len(queues)) {
+				return fmt.Errorf("dbqueue: claim read queue position %d of %d", ords[i], len(queues))
+			}
+			if rows[i].Attempts < MaxAttempts {
+				rows[i].Attempts++
+			}
+			// The rows are locked: the UPDATE read what the lock read.
+			rows[i].Token = claimToken(rows[i].Token, rows[i].ReservedAt != 0)
+			rows[i].ReservedAt, rows[i].Reserved = now, true
+			rows[i].Queue = queues[ords[i]-1]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	inQueueOrder(rows, queues)
+	return rows, nil
+}

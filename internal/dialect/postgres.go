@@ -22,7 +22,9 @@ type postgres struct {
 	// claim looks from the start of the queue (expired reservations,
 	// then ready rows; each row says which arm took it); claimFrom claims
 	// ready rows past the queue's cursor (see postgres_claim.go).
-	claim, claimFrom  string
+	claim, claimFrom string
+	// claimQueues is ClaimQueues' statement (postgres_claim.go).
+	claimQueues       string
 	deleteA, releaseA string
 	// deleteOne deletes held rows that share one reservation token and
 	// attempts count, as the rows of one claim usually do: the ids travel
@@ -89,6 +91,7 @@ due AS (SELECT id, false AS ready FROM expired UNION ALL SELECT id, true FROM re
 UPDATE ` + c.jobs + ` AS jobs SET ` + claimSet + `, reserved_at = ` + c.now + `
 FROM due WHERE jobs.id = due.id
 RETURNING ` + pgClaimReturning + `, due.ready`)
+	p.claimQueues = pgClaimQueues(c)
 	p.claimFrom = sqldb.Rebind(`WITH ready AS (SELECT id FROM ` + c.jobs + ` WHERE ` + pgReadyFrom(c.now) + ` FOR UPDATE SKIP LOCKED)
 UPDATE ` + c.jobs + ` AS jobs SET ` + claimSet + `, reserved_at = ` + c.now + `
 FROM ready WHERE jobs.id = ready.id

@@ -178,3 +178,37 @@ func lastInClaimOrder(rows []JobRow) (av, id int64) {
 func (p *postgres) GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error) {
 	return p.putBack(p.common.GiveBack(ctx, db, h))
 }
+
+// pgClaimQueues is ClaimQueues' statement (claim_queues.go). Params: the
+// names (text[]), retryAfter, then n four times: each arm's limit, the
+// queue's, the claim's. FOR UPDATE cannot sit under a UNION, so each arm
+// locks in a subquery of its own; the LATERAL join runs the arms queue
+// by queue in the names' order (the function scan's ordinality is its
+// order, so ORDER BY q.ord sorts nothing) and the LIMIT stops it at the
+// queue that fills the claim.
+func pgClaimQueues(c *common) string {
+	expired, ready := c.queueArms("", "q.name")
+	return sqldb.Rebind(`WITH due AS (SELECT q.ord, c.id FROM unnest(?::text[]) WITH ORDINALITY AS q(name, ord) CROSS JOIN LATERAL (
+  SELECT id FROM (SELECT id FROM ` + c.jobs + ` WHERE ` + expired + ` ORDER BY reserved_at LIMIT ? FOR UPDATE SKIP LOCKED) AS e
+  UNION ALL
+  SELECT id FROM (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + ` ORDER BY available_at, id LIMIT ? FOR UPDATE SKIP LOCKED) AS r
+  LIMIT ?) AS c
+ORDER BY q.ord LIMIT ?)
+UPDATE ` + c.jobs + ` AS jobs SET ` + claimSet + `, reserved_at = ` + c.now + `
+FROM due WHERE jobs.id = due.id
+RETURNING ` + pgClaimReturning + `, due.ord`)
+}
+
+// ClaimQueues claims from many queues in one statement, on the claim's
+// indexes (PostgresClaimPlanner).
+func (p *postgres) ClaimQueues(ctx context.Context, db sqldb.DB, queues []string, retryAfter int64, n int) ([]JobRow, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	var rows []JobRow
+	err := claimWithIndexes(ctx, db, func(rs sqldb.Rows, err error) error {
+		rows, err = collectQueuesByOrd(rs, err, queues, n)
+		return err
+	}, p.claimQueues, queues, retryAfter, n, n, n, n)
+	return rows, err
+}

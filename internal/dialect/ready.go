@@ -90,10 +90,13 @@ func scanNames(into []string, rows sqldb.Rows, err error) ([]string, error) {
 // must look like before it goes into a statement.
 var sqlName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
-// mysqlReady holds MySQL's ReadyQueues statement once built.
+// mysqlReady holds MySQL's ReadyQueues statement once built, and the
+// character set and collation of the queue column it was built for
+// (ClaimQueues' names are read in them too).
 type mysqlReady struct {
-	mu    sync.Mutex
-	query string
+	mu                 sync.Mutex
+	query              string
+	charset, collation string
 }
 
 // ReadyText is ReadyQueues' statement on d (MySQL's for a queue column of

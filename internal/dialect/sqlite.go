@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
@@ -16,7 +17,19 @@ import (
 // whose format depends on the writer.
 type sqlite struct {
 	*common
-	claim string
+	// writing is held through this Queue's claims and its deletes of
+	// held rows, the statements of a worker's loop, which run on the pool
+	// (never inside a caller's transaction, which could then wait for it
+	// while holding the database). SQLite has one writer, and a statement
+	// that finds the write lock taken sleeps in the busy handler (1, 2, 5,
+	// 10 ms…) instead of waking when it is free: a worker's two claims in
+	// flight and its deletes kept finding each other there, and its
+	// burn-down ran at 0.81 of the hand-written loop's rate, where it runs
+	// at about 0.98 with the three queued on this mutex.
+	writing sync.Mutex
+	claim   string
+	// claimQueues is ClaimQueues' statement (claim_queues.go).
+	claimQueues string
 	// readyQueues is ReadyQueues' statement (ready.go).
 	readyQueues string
 }
@@ -54,14 +67,47 @@ WHERE id IN (
   SELECT id FROM (SELECT id FROM ` + c.jobs + ` WHERE ` + ready + `)
   LIMIT ?)
 RETURNING ` + claimColumns
+	// CROSS JOIN makes the names the outer loop, read in their order, and
+	// each queue's rows come from its claim index in claim order: with no
+	// ORDER BY (which would read every row of every name before the
+	// LIMIT), the LIMIT stops the join at the queue that fills the claim.
+	qExpired, qReady := c.queueArms("j.", "q.value")
+	s.claimQueues = `UPDATE ` + c.jobs + ` SET ` + claimSet + `, reserved_at = ` + c.now + `
+WHERE id IN (
+  SELECT id FROM (SELECT j.id FROM json_each(?) AS q CROSS JOIN ` + c.jobs + ` AS j WHERE ` + qExpired + ` LIMIT ?)
+  UNION ALL
+  SELECT id FROM (SELECT j.id FROM json_each(?) AS q CROSS JOIN ` + c.jobs + ` AS j WHERE ` + qReady + ` LIMIT ?)
+  LIMIT ?)
+RETURNING ` + claimColumns + `, queue`
 	readyArm, expiredArm := c.readyArms("q.value")
 	s.readyQueues = "SELECT q.value FROM json_each(?) AS q WHERE " + readyArm + " OR " + expiredArm
 	return s
 }
 
 func (s *sqlite) Claim(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
+	s.writing.Lock()
+	defer s.writing.Unlock()
 	rows, err := db.Query(ctx, s.claim, queue, retryAfter, n, queue, n, n)
 	return collectClaim(rows, err, queue, n)
+}
+
+// ClaimQueues claims from many queues in one statement: the expired
+// reservations of all of them first, then ready rows queue by queue.
+func (s *sqlite) ClaimQueues(ctx context.Context, db sqldb.DB, queues []string, retryAfter int64, n int) ([]JobRow, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	list, odd, err := readyJSON(queues)
+	if err != nil {
+		return nil, err
+	}
+	if len(odd) > 0 {
+		return nil, fmt.Errorf("dbqueue: claim from queues %q: a name that is not valid UTF-8 cannot be listed in one claim; claim its queue alone", odd)
+	}
+	s.writing.Lock()
+	defer s.writing.Unlock()
+	rows, err := db.Query(ctx, s.claimQueues, list, retryAfter, n, list, n, n)
+	return collectQueuesByName(rows, err, queues, n)
 }
 
 // DeleteHeld deletes by id alone inside a write transaction (which holds
@@ -77,6 +123,8 @@ func (s *sqlite) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Ke
 		want[h.ID], ids[i] = h, h.ID
 	}
 	var deleted []Key
+	s.writing.Lock()
+	defer s.writing.Unlock()
 	err := sqldb.InTx(ctx, db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
 		rows, err := tx.Query(ctx, "DELETE FROM "+s.jobs+" WHERE id IN ("+sqldb.Ints(ids)+") AND reserved_at IS NOT NULL RETURNING id, reservation_token, attempts")
 		if err != nil {

@@ -72,6 +72,10 @@ func runStandalone(c *config, m string) {
 	case "payload":
 		run = runPayload
 	}
+	stopProfile, err := bench.CPUProfile(flag.Lookup("cpuprofile").Value.String())
+	if err != nil {
+		log.Fatal(err)
+	}
 	failed := false
 	for _, d := range c.dialects {
 		if err := run(ctx, c, d); err != nil {
@@ -82,6 +86,7 @@ func runStandalone(c *config, m string) {
 			}
 		}
 	}
+	stopProfile()
 	if failed {
 		os.Exit(1)
 	}

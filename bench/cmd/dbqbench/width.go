@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ var (
 	widthQueues = flag.Int("width-queues", 10_000, "width-queues: how many queues the weighted worker reads")
 	widthJobs   = flag.Int("width-jobs", 100_000, "width-queues: jobs per measurement")
 	widthMax    = flag.Duration("width-max", time.Minute, "width-queues: stop a measurement after this long and report the jobs done by then")
+	widthRows   = flag.String("width-rows", "", "width-queues: the rows of the table to measure, counted from 1 (e.g. 1,4); all when empty. The × column divides by the first row measured")
 )
 
 // widthSchema is width-queues' own schema or database.
@@ -49,6 +51,17 @@ func runWidthQueues(ctx context.Context, c *config, d string) error {
 		return fmt.Errorf("-width-queues must be at least 10 and -width-jobs at least -width-queues")
 	}
 	cases := []widthCase{{10, 10}, {nq / 100, nq / 100}, {nq / 10, nq / 10}, {nq, nq}, {nq, 10}}
+	if *widthRows != "" {
+		var picked []widthCase
+		for _, f := range strings.Split(*widthRows, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 1 || k > len(cases) {
+				return fmt.Errorf("-width-rows %q: rows are counted from 1 to %d", *widthRows, len(cases))
+			}
+			picked = append(picked, cases[k-1])
+		}
+		cases = picked
+	}
 	began, loadBefore := time.Now(), bench.LoadAvg()
 	rows := make([][]float64, len(cases)) // per case: rate per round
 	cpus := make([][]float64, len(cases)) // per case: client, server µs/job per round

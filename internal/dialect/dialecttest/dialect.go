@@ -26,6 +26,8 @@ var dialectTests = []test{
 	{method: "Claim", name: "SkipsLockedRows", fn: claimSkipsLockedRows},
 	{method: "Claim", name: "MarksAbandoned", fn: claimMarksAbandoned},
 	{method: "Claim", name: "ConcurrentClaimsAreDisjoint", fn: concurrentClaimsAreDisjoint},
+	{method: "ClaimQueues", fn: claimQueues},
+	{method: "ClaimQueues", name: "ConcurrentClaimsAreDisjoint", fn: concurrentClaimQueuesAreDisjoint},
 	{method: "ReadyQueues", fn: readyQueues},
 	{method: "DeleteHeld", fn: deleteHeld},
 	{method: "DeleteHeld", name: "FinishesCheckTheToken", fn: finishesCheckTheToken},
@@ -162,6 +164,114 @@ func claimReclaimsExpired(t *testing.T, s *suite) {
 	s.exec(t, "UPDATE "+s.jobs()+" SET reserved_at = NULL, attempts = ? WHERE id = ?", dialect.MaxAttempts, pushed[1])
 	if top := s.claimOne(t, q); top.ID != pushed[1] || top.Attempts != dialect.MaxAttempts {
 		t.Fatalf("claim at MaxAttempts: %+v, want row %d with %d attempts", top, pushed[1], dialect.MaxAttempts)
+	}
+}
+
+// ClaimQueues takes rows queue by queue in the order given until it holds
+// n, each queue's in claim order, and returns them in that order with
+// their queues; it leaves delayed rows and live reservations alone, and
+// takes over a reservation older than retryAfter with one more attempt
+// and a new token, as Claim does.
+func claimQueues(t *testing.T, s *suite) {
+	base := s.queue(t)
+	a, b, c, e := base+"-a", base+"-b", base+"-c", base+"-e"
+	pa := s.push(t, a, 3)
+	s.insert(t, []dialect.PushRow{{Queue: b, Payload: payload(b, 0), At: 3600}})
+	pb := s.push(t, b, 1)
+	if got := s.claim(t, b, 60, 1); len(got) != 1 || got[0].ID != pb[0] {
+		t.Fatalf("claim of %s took %v, want %d", b, ids(got), pb[0])
+	}
+	pc := s.push(t, c, 2)
+	pe := s.push(t, e, 2)
+	claim := func(queues []string, retryAfter int64, n int) []dialect.JobRow {
+		t.Helper()
+		return must[[]dialect.JobRow](t, "claim queues")(s.Dialect.ClaimQueues(s.ctx, s.DB, queues, retryAfter, n))
+	}
+	type taken struct {
+		queue string
+		id    int64
+	}
+	check := func(rows []dialect.JobRow, want ...taken) {
+		t.Helper()
+		var got []taken
+		for _, r := range rows {
+			got = append(got, taken{r.Queue, r.ID})
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("claim took %v, want %v", got, want)
+		}
+	}
+	first := claim([]string{c, b, a, e}, 60, 4)
+	check(first, taken{c, pc[0]}, taken{c, pc[1]}, taken{a, pa[0]}, taken{a, pa[1]})
+	for _, r := range first {
+		if r.Attempts != 1 || !r.Reserved {
+			t.Fatalf("claimed row %+v, want attempt 1, reserved", r)
+		}
+	}
+	if now := s.now(t); first[0].ReservedAt < now-5 || first[0].ReservedAt > now {
+		t.Fatalf("row reserved at %d, want the database's now (%d)", first[0].ReservedAt, now)
+	}
+	// The next claim goes on where the queues' rows are left: e before a.
+	check(claim([]string{b, e, a}, 60, 10), taken{e, pe[0]}, taken{e, pe[1]}, taken{a, pa[2]})
+	check(claim([]string{a, b, c, e}, 60, 10))
+	// The holder of a's first row died two minutes ago.
+	s.exec(t, "UPDATE "+s.jobs()+" SET reserved_at = reserved_at - 120 WHERE id = ?", pa[0])
+	check(claim([]string{b, a}, 600, 5))
+	again := claim([]string{c, b, a}, 60, 5)
+	check(again, taken{a, pa[0]})
+	if again[0].Attempts != 2 || again[0].Token == first[2].Token {
+		t.Fatalf("reclaimed row: attempts %d token %d, want 2 and a token other than %d", again[0].Attempts, again[0].Token, first[2].Token)
+	}
+	if got := claim(nil, 60, 5); len(got) != 0 {
+		t.Fatalf("a claim of no queues took %v", ids(got))
+	}
+}
+
+// ClaimQueues racing over the same queues each take rows no other claim
+// took, and together take them all: a row another claim holds is skipped,
+// and the claim goes on to the next.
+func concurrentClaimQueuesAreDisjoint(t *testing.T, s *suite) {
+	base := s.queue(t)
+	var (
+		queues []string
+		pushed []int64
+	)
+	for i := range 10 {
+		q := base + "-" + strconv.Itoa(i)
+		queues = append(queues, q)
+		pushed = append(pushed, s.push(t, q, 4)...)
+	}
+	slices.Sort(pushed)
+	var (
+		mu    sync.Mutex
+		taken []int64
+		wg    sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				var rows []dialect.JobRow
+				err := sqldb.Retry(s.ctx, func() (err error) {
+					rows, err = s.Dialect.ClaimQueues(s.ctx, s.DB, queues, 3600, 5)
+					return err
+				})
+				if err != nil {
+					t.Errorf("claim queues: %v", err)
+					return
+				}
+				if len(rows) == 0 {
+					return
+				}
+				mu.Lock()
+				taken = append(taken, ids(rows)...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(taken)
+	if !slices.Equal(taken, pushed) {
+		t.Fatalf("four racing claims took %v, want each of %v once", taken, pushed)
 	}
 }
 
