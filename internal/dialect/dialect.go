@@ -134,23 +134,6 @@ type Held struct {
 	Attempts  int
 }
 
-// SkipDeleter is implemented by dialects whose DeleteHeld can wait on a
-// row lock another process's claim took by accident. On PostgreSQL a
-// claim in READ COMMITTED whose snapshot predates another claim's commit
-// reaches a row that claim just took, locks its newest version to recheck
-// it, finds it reserved and leaves it, but keeps the lock until its own
-// transaction ends; the holder's delete of that finished row then waits
-// for the whole claim. A worker's completer deletes without waiting and
-// carries the rows it skipped to its next batch.
-type SkipDeleter interface {
-	// DeleteHeldSkipping is DeleteHeld that leaves alone rows another
-	// transaction has locked: it returns the keys it deleted, and in busy
-	// those of the rest that are still held by the reservations given
-	// (skipped for a lock, to be deleted later). A row in neither is no
-	// longer held.
-	DeleteHeldSkipping(ctx context.Context, db sqldb.DB, held []Held) (deleted, busy []Key, err error)
-}
-
 // Key identifies a reservation in the results of the batch finishes.
 type Key struct{ ID, Token int64 }
 

@@ -36,11 +36,6 @@ type postgres struct {
 	// deleteOneH and deleteAH are deleteOne and deleteA that also delete
 	// the history of the rows they delete, for batches with such rows.
 	deleteOneH, deleteAH string
-	// skipOne, skipA, skipOneH and skipAH are deleteOne, deleteA,
-	// deleteOneH and deleteAH that lock the rows first with SKIP LOCKED,
-	// for DeleteHeldSkipping; stillHeld finds which of the rows they left
-	// are still held.
-	skipOne, skipA, skipOneH, skipAH, stillHeld string
 	// releaseErrA is releaseA that also writes the errors of the rows it
 	// released to their history, in the same statement (see history.go).
 	releaseErrA string
@@ -114,20 +109,6 @@ FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS 
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
 	p.deleteOneH, p.deleteAH = c.withHistory(p.deleteOne), c.withHistory(p.deleteA)
-	// The rows are locked in a subquery that skips those another
-	// transaction holds a lock on; the DELETE then finds them locked by
-	// itself and never waits.
-	p.skipA = `DELETE FROM ` + c.jobs + ` AS jobs USING (SELECT j.id FROM ` + c.jobs + ` AS j JOIN unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts) ON j.id = held.id
-  WHERE j.reservation_token = held.token AND j.attempts = held.attempts AND (j.reserved_at + 0) IS NOT NULL FOR UPDATE OF j SKIP LOCKED) AS mine
-WHERE jobs.id = mine.id
-RETURNING jobs.id, jobs.reservation_token`
-	p.skipOne = `DELETE FROM ` + c.jobs + ` AS jobs USING (SELECT j.id FROM ` + c.jobs + ` AS j JOIN unnest($1::bigint[]) AS held(id) ON j.id = held.id
-  WHERE j.reservation_token = $2 AND j.attempts = $3 AND (j.reserved_at + 0) IS NOT NULL FOR UPDATE OF j SKIP LOCKED) AS mine
-WHERE jobs.id = mine.id
-RETURNING jobs.id, jobs.reservation_token`
-	p.skipOneH, p.skipAH = c.withHistory(p.skipOne), c.withHistory(p.skipA)
-	p.stillHeld = `SELECT jobs.id, jobs.reservation_token FROM ` + c.jobs + ` AS jobs JOIN unnest($1::bigint[], $2::bigint[], $3::int[]) AS held(id, token, attempts) ON jobs.id = held.id
-WHERE jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL`
 	readyArm, expiredArm := c.readyArms("q.name")
 	p.readyQueues = sqldb.Rebind("SELECT q.name FROM unnest(?::text[]) AS q(name) WHERE " + readyArm + " OR " + expiredArm)
 	e := c.errorsTable()
@@ -208,53 +189,6 @@ func (p *postgres) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]
 	ids, tokens, attempts := heldArrays(held)
 	rows, err := db.Query(ctx, all, ids, tokens, attempts)
 	return scanKeys(rows, err, len(held), plainInt)
-}
-
-// DeleteHeldSkipping is DeleteHeld that skips rows locked by another
-// transaction (see SkipDeleter): a claim that rechecked one of them keeps
-// its lock until it commits, and waiting for it held every other row of
-// the batch, and the worker's next batch, behind that claim. The rows it
-// skipped are read again, without a lock, to tell those still held (busy)
-// from those gone.
-func (p *postgres) DeleteHeldSkipping(ctx context.Context, db sqldb.DB, held []Held) (deleted, busy []Key, err error) {
-	if len(held) == 0 {
-		return nil, nil, nil
-	}
-	one, all := p.skipOne, p.skipA
-	if anyMarked(held) && !p.noHistory {
-		one, all = p.skipOneH, p.skipAH
-	}
-	if oneReservation(held) {
-		ids := make([]int64, len(held))
-		for i, h := range held {
-			ids[i] = h.ID
-		}
-		rows, err := db.Query(ctx, one, ids, held[0].Token, held[0].Attempts)
-		deleted, err = scanKeys(rows, err, len(held), plainInt)
-		if err != nil {
-			return nil, nil, err
-		}
-	} else {
-		ids, tokens, attempts := heldArrays(held)
-		rows, err := db.Query(ctx, all, ids, tokens, attempts)
-		deleted, err = scanKeys(rows, err, len(held), plainInt)
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	left := leftOver(held, deleted)
-	if len(left) == 0 {
-		return deleted, nil, nil
-	}
-	ids, tokens, attempts := heldArrays(left)
-	rows, err := db.Query(ctx, p.stillHeld, ids, tokens, attempts)
-	busy, err = scanKeys(rows, err, len(left), plainInt)
-	if err != nil {
-		// The deletes are committed: report them, and the rest as busy
-		// so that they are tried again rather than reported lost.
-		return deleted, keysOf(left), nil
-	}
-	return deleted, busy, nil
 }
 
 func (p *postgres) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {
