@@ -86,3 +86,46 @@ func TestBatcherHoldsAddersBack(t *testing.T) {
 	<-adder
 	b.close()
 }
+
+// Items the writer puts back come again in a later batch, without an add
+// to start it and outside the limit that holds adders back; once the
+// batcher is closed requeue refuses, and the writer keeps them.
+func TestBatcherRequeue(t *testing.T) {
+	var b *batcher[int]
+	batches := make(chan []int, 10)
+	refused := make(chan []int, 1)
+	tries := 0
+	b = newBatcher(10, time.Millisecond, func(batch []int) {
+		batches <- slices.Clone(batch)
+		tries++
+		switch tries {
+		case 1, 2:
+			if !b.requeue([]int{batch[0]}) {
+				t.Errorf("requeue of %d refused before close", batch[0])
+			}
+		case 3:
+			b.mu.Lock()
+			b.closed = true // as close does, without waiting for this flush
+			b.mu.Unlock()
+			if b.requeue([]int{batch[0]}) {
+				t.Error("requeue after close accepted")
+			}
+			refused <- batch
+		}
+	})
+	b.limit = 1 // adders would wait with one item pending: requeue must not
+	b.add(7)
+	want := [][]int{{7}, {7}, {7}}
+	for i, w := range want {
+		select {
+		case got := <-batches:
+			if !slices.Equal(got, w) {
+				t.Fatalf("batch %d: %v, want %v", i, got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("batch %d never came: a requeued item must start a batch by itself", i)
+		}
+	}
+	<-refused
+	b.close()
+}
