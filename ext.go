@@ -23,13 +23,6 @@ func (e workerOps) DeleteMany(ctx context.Context, jobs []*Job) ([]*Job, error) 
 	return e.q.deleteMany(ctx, jobs)
 }
 
-// DeleteManySkipping is DeleteMany that leaves rows another transaction
-// has locked, returning those still held in busy (see
-// Queue.deleteManySkipping).
-func (e workerOps) DeleteManySkipping(ctx context.Context, jobs []*Job) (lost, busy []*Job, err error) {
-	return e.q.deleteManySkipping(ctx, jobs)
-}
-
 // ReleaseMany puts held jobs back, in one statement per 1,000, and returns
 // those no longer held.
 func (e workerOps) ReleaseMany(ctx context.Context, rs []Releasing) ([]*Job, error) {

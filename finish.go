@@ -100,51 +100,6 @@ func (q *Queue) deleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err e
 	return lost, nil
 }
 
-// deleteManySkipping is deleteMany that does not wait for row locks where
-// the dialect can skip them (dialect.SkipDeleter): it returns in busy the
-// jobs it left because another transaction had their rows locked and that
-// are still held, to be deleted later; lost are those no longer held.
-func (q *Queue) deleteManySkipping(ctx context.Context, jobs []*Job) (lost, busy []*Job, err error) {
-	skipper, ok := q.sql.(dialect.SkipDeleter)
-	if !ok {
-		lost, err = q.deleteMany(ctx, jobs)
-		return lost, nil, err
-	}
-	for chunk := range slices.Chunk(jobs, finishChunk) {
-		held := make([]dialect.Held, len(chunk))
-		for i, j := range chunk {
-			held[i] = j.held()
-		}
-		var deleted, waiting []dialect.Key
-		err := sqldb.Retry(ctx, func() (err error) {
-			deleted, waiting, err = skipper.DeleteHeldSkipping(ctx, q.db, held)
-			return err
-		})
-		if err != nil {
-			return lost, busy, sqldb.Wrap("delete", err)
-		}
-		if len(deleted) == len(chunk) {
-			continue
-		}
-		seen := make(map[dialect.Key]int8, len(deleted)+len(waiting))
-		for _, k := range deleted {
-			seen[k] = 1
-		}
-		for _, k := range waiting {
-			seen[k] = 2
-		}
-		for i, j := range chunk {
-			switch seen[held[i].Key()] {
-			case 0:
-				lost = append(lost, j)
-			case 2:
-				busy = append(busy, j)
-			}
-		}
-	}
-	return lost, busy, nil
-}
-
 // Release puts a held job back, available again after delay. The row is
 // updated in place and keeps its id and attempts (Laravel deletes and
 // re-inserts it, which loses the job if the process dies in between).

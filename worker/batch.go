@@ -24,13 +24,9 @@ type batcher[T any] struct {
 	mu      sync.Mutex
 	room    sync.Cond // signalled when the writer takes pending items
 	pending []T
-	// again are items the writer put back for a later batch (requeue):
-	// they do not count against limit, and a batch of them alone waits
-	// againDelay.
-	again  []T
-	closed bool
-	kick   chan struct{} // cap 1: a batch started or filled
-	done   chan struct{}
+	closed  bool
+	kick    chan struct{} // cap 1: a batch started or filled
+	done    chan struct{}
 	// held, when set (by tests), is called when an adder starts to wait
 	// for room, with the number of items pending.
 	held func(pending int)
@@ -69,25 +65,6 @@ func (b *batcher[T]) add(item T) {
 	}
 }
 
-// againDelay is how long the writer waits before a batch made only of
-// items put back by requeue: long enough for a claim's transaction to end.
-const againDelay = 10 * time.Millisecond
-
-// requeue puts items back for a later batch, without waiting for room
-// (the writer calls it from flush), and reports whether it did: after
-// close it does nothing, and the caller writes items itself.
-func (b *batcher[T]) requeue(items []T) bool {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return false
-	}
-	b.again = append(b.again, items...)
-	b.mu.Unlock()
-	b.wake()
-	return true
-}
-
 // close writes what is pending and waits for it.
 func (b *batcher[T]) close() {
 	b.mu.Lock()
@@ -110,20 +87,15 @@ func (b *batcher[T]) take(spare []T) ([]T, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	batch := b.pending
-	if len(b.again) > 0 {
-		batch = append(b.again, batch...)
-		b.again = nil
-	}
 	b.pending = spare[:0]
 	b.room.Broadcast()
 	return batch, b.closed
 }
 
-// size is the number of items pending, and of items put back.
-func (b *batcher[T]) size() (pending, again int) {
+func (b *batcher[T]) size() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.pending), len(b.again)
+	return len(b.pending)
 }
 
 func (b *batcher[T]) loop() {
@@ -133,15 +105,10 @@ func (b *batcher[T]) loop() {
 	var spare []T
 	for {
 		<-b.kick
-		if n, again := b.size(); n+again > 0 && n < b.max {
+		if n := b.size(); n > 0 && n < b.max {
 			// A batch has started: give it delay to fill, or until it is
-			// full or the batcher closes. Items put back alone wait
-			// longer: what held them back takes a while to go.
-			if n == 0 {
-				timer.Reset(againDelay)
-			} else {
-				timer.Reset(b.delay)
-			}
+			// full or the batcher closes.
+			timer.Reset(b.delay)
 			select {
 			case <-timer.C:
 			case <-b.kick:

@@ -11,7 +11,6 @@ import (
 // and reached through internal/core.
 type queueOps interface {
 	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
-	DeleteManySkipping(ctx context.Context, jobs []*dbqueue.Job) (lost, busy []*dbqueue.Job, err error)
 	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
 	Reserve(ctx context.Context, n int, queues []string, failed func(job *dbqueue.Job, cause error), short func(queue string)) ([]*dbqueue.Job, error)
 	ReadyQueues(ctx context.Context, queues []string) ([]string, error)

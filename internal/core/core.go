@@ -74,10 +74,6 @@ type WorkerSide[Job, Releasing, Batch, NewJob, Search, SearchResult, ScheduleInf
 	// DeleteMany deletes jobs that succeeded and returns those no longer
 	// held.
 	DeleteMany(ctx context.Context, jobs []Job) ([]Job, error)
-	// DeleteManySkipping is DeleteMany that leaves rows another
-	// transaction has locked and returns those still held in busy, for
-	// the worker to delete later.
-	DeleteManySkipping(ctx context.Context, jobs []Job) (lost, busy []Job, err error)
 	// ReleaseMany puts held jobs back and returns those no longer held.
 	ReleaseMany(ctx context.Context, rs []Releasing) ([]Job, error)
 	// Reserve claims up to n jobs of queues; failed is called for each job

@@ -418,33 +418,6 @@ func (c *common) deleteHeldReturning(ctx context.Context, db sqldb.DB, held []He
 	return keys, nil
 }
 
-// leftOver is those of held whose keys are not in done.
-func leftOver(held []Held, done []Key) []Held {
-	if len(done) == len(held) {
-		return nil // a reservation names one row: all were done
-	}
-	in := make(map[Key]bool, len(done))
-	for _, k := range done {
-		in[k] = true
-	}
-	var left []Held
-	for _, h := range held {
-		if !in[h.Key()] {
-			left = append(left, h)
-		}
-	}
-	return left
-}
-
-// keysOf is the keys of held.
-func keysOf(held []Held) []Key {
-	keys := make([]Key, len(held))
-	for i, h := range held {
-		keys[i] = h.Key()
-	}
-	return keys
-}
-
 // releaseSet is the SET list of a batched release: per-row delays, and
 // per-row payloads as arguments where given.
 func (c *common) releaseSet(rs []Release) (string, []any) {

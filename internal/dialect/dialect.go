@@ -134,26 +134,6 @@ type Held struct {
 	Attempts  int
 }
 
-// SkipDeleter is implemented by dialects whose DeleteHeld waits long on
-// row locks other processes' claims hold, so that a worker's completer
-// deletes without waiting and carries the rows it skipped to a later
-// batch. On MariaDB and MySQL a claim is a transaction of several
-// statements that holds every lock it took until it commits, and with 4
-// and 16 worker processes batched deletes waited up to seconds on them.
-// PostgreSQL's claims lock rows other claims just took too (a recheck in
-// READ COMMITTED locks the newest version first), but there most rows of
-// a batch were locked when it came, each for the rest of one claim
-// statement: skipping only moved the wait, and PostgreSQL deletes waiting
-// (docs/measurements/width.md, "Many worker processes on one database").
-type SkipDeleter interface {
-	// DeleteHeldSkipping is DeleteHeld that leaves alone rows another
-	// transaction has locked: it returns the keys it deleted, and in busy
-	// those of the rest that are still held by the reservations given
-	// (skipped for a lock, to be deleted later). A row in neither is no
-	// longer held.
-	DeleteHeldSkipping(ctx context.Context, db sqldb.DB, held []Held) (deleted, busy []Key, err error)
-}
-
 // Key identifies a reservation in the results of the batch finishes.
 type Key struct{ ID, Token int64 }
 

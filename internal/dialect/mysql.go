@@ -147,59 +147,6 @@ func (m *mysql) DeleteHeld(ctx context.Context, db sqldb.DB, held []Held) ([]Key
 	return gone, err
 }
 
-// DeleteHeldSkipping is DeleteHeld that leaves rows another transaction
-// has locked (see SkipDeleter). On MariaDB a claim holds the locks it
-// took for the whole of its transaction (candidate reads, the locking
-// read, the update: several round trips), and at 4 and 16 worker
-// processes a batched delete waited up to seconds for a claim that held
-// one of its rows, the worker's next batches queued behind it. Here the
-// rows still held are locked with SKIP LOCKED and deleted in one READ
-// COMMITTED transaction; the rest are read again, without a lock, to tell
-// those still held (busy: deleted by a later batch) from those gone.
-func (m *mysql) DeleteHeldSkipping(ctx context.Context, db sqldb.DB, held []Held) (deleted, busy []Key, err error) {
-	if len(held) == 0 {
-		return nil, nil, nil
-	}
-	err = sqldb.InTx(ctx, db, sqldb.TxOptions{ReadCommitted: true}, func(tx sqldb.Tx) error {
-		deleted = nil
-		still, err := collectKeys(tx.Query(ctx, "SELECT id, reservation_token FROM "+m.jobs+heldWhere(held)+" FOR UPDATE SKIP LOCKED"))
-		if err != nil || len(still) == 0 {
-			return err
-		}
-		ids := make([]int64, 0, len(still))
-		keys := make([]Key, 0, len(still))
-		for k := range still {
-			ids = append(ids, k.ID)
-			keys = append(keys, k)
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM "+m.jobs+" WHERE id IN ("+sqldb.Ints(ids)+")"); err != nil {
-			return err
-		}
-		if err := m.dropMarked(ctx, tx, keys); err != nil {
-			return err
-		}
-		deleted = keys
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	left := leftOver(held, deleted)
-	if len(left) == 0 {
-		return deleted, nil, nil
-	}
-	still, err := collectKeys(db.Query(ctx, "SELECT id, reservation_token FROM "+m.jobs+heldWhere(left)))
-	if err != nil {
-		// The deletes are committed: report them, and the rest as busy,
-		// to be tried again rather than reported lost.
-		return deleted, keysOf(left), nil
-	}
-	for k := range still {
-		busy = append(busy, k)
-	}
-	return deleted, busy, nil
-}
-
 // ReleaseHeld locks what is still held, updates exactly that, and knows
 // which rows were released (MySQL has no UPDATE … RETURNING).
 func (m *mysql) ReleaseHeld(ctx context.Context, db sqldb.DB, rs []Release) (map[Key]bool, error) {

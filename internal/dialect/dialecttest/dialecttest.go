@@ -55,16 +55,12 @@ type Harness struct {
 
 // Run runs the suite as subtests of t on one database that newDB makes:
 // one subtest per method of each interface (see interfaces), all in
-// parallel. It fails when the dialect does not implement one of them
-// that is not optional.
+// parallel. It fails when the dialect does not implement one of them.
 func Run(t *testing.T, newDB func(t *testing.T) Harness) {
 	h := newDB(t)
 	sh := &shared{}
 	for _, in := range interfaces {
 		if !reflect.TypeOf(h.Dialect).Implements(in.typ) {
-			if in.optional {
-				continue
-			}
 			t.Errorf("the %s dialect does not implement dialect.%s", h.Dialect.Name(), in.typ.Name())
 			continue
 		}

@@ -10,9 +10,6 @@ import (
 type iface struct {
 	typ   reflect.Type
 	tests []test
-	// optional: a dialect may leave the interface out (its callers fall
-	// back to another method), and the suite then runs none of its tests.
-	optional bool
 }
 
 // interfaces are the interfaces a database's dialect implements, each
@@ -22,19 +19,18 @@ type iface struct {
 // dialect that is not here, and TestEveryMethodHasATest on a method of
 // one that has no test.
 var interfaces = []iface{
-	{reflect.TypeFor[dialect.Dialect](), dialectTests, false},
-	{reflect.TypeFor[dialect.Batches](), batchesTests, false},
-	{reflect.TypeFor[dialect.Bounded](), boundedTests, false},
-	{reflect.TypeFor[dialect.ErrorHistory](), historyTests, false},
-	{reflect.TypeFor[dialect.Limits](), limitsTests, false},
-	{reflect.TypeFor[dialect.Lookup](), lookupTests, false},
-	{reflect.TypeFor[dialect.Operator](), operatorTests, false},
-	{reflect.TypeFor[dialect.ScheduleBook](), scheduleBookTests, false},
-	{reflect.TypeFor[dialect.Searcher](), searcherTests, false},
-	{reflect.TypeFor[dialect.SkipDeleter](), skipDeleterTests, true},
-	{reflect.TypeFor[dialect.TickLocker](), tickLockerTests, false},
-	{reflect.TypeFor[dialect.TxFinisher](), txFinisherTests, false},
-	{reflect.TypeFor[dialect.Uniquer](), uniquerTests, false},
+	{reflect.TypeFor[dialect.Dialect](), dialectTests},
+	{reflect.TypeFor[dialect.Batches](), batchesTests},
+	{reflect.TypeFor[dialect.Bounded](), boundedTests},
+	{reflect.TypeFor[dialect.ErrorHistory](), historyTests},
+	{reflect.TypeFor[dialect.Limits](), limitsTests},
+	{reflect.TypeFor[dialect.Lookup](), lookupTests},
+	{reflect.TypeFor[dialect.Operator](), operatorTests},
+	{reflect.TypeFor[dialect.ScheduleBook](), scheduleBookTests},
+	{reflect.TypeFor[dialect.Searcher](), searcherTests},
+	{reflect.TypeFor[dialect.TickLocker](), tickLockerTests},
+	{reflect.TypeFor[dialect.TxFinisher](), txFinisherTests},
+	{reflect.TypeFor[dialect.Uniquer](), uniquerTests},
 }
 
 // method is one method of an interface and its tests, named
