@@ -91,7 +91,7 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed cla
 	// may count the reservation as up to a second older than we do.
 	expires := time.Now().Add(q.RetryAfter() - time.Second)
 	err := sqldb.Retry(ctx, func() (err error) {
-		rows, err = q.sql.Claim(ctx, q.db, queue, q.retryAfter, n)
+		rows, err = q.claim(ctx, queue, n)
 		return err
 	})
 	if err != nil {
@@ -127,6 +127,27 @@ func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed cla
 		return jobs, claimed, fmt.Errorf("dbqueue: move malformed payloads to failed_jobs: %w", failErr)
 	}
 	return jobs, claimed, nil
+}
+
+// claim claims up to n rows of queue: first those waiting under a
+// concurrency limit that the limits let start (when the database has
+// limits), then plain ones.
+func (q *Queue) claim(ctx context.Context, queue string, n int) ([]dialect.JobRow, error) {
+	if !q.anyFlows(ctx) {
+		return q.sql.Claim(ctx, q.db, queue, q.retryAfter, n)
+	}
+	limited, err := q.sql.ClaimFlow(ctx, q.db, queue, q.retryAfter, n)
+	if err != nil || len(limited) == n {
+		return limited, err
+	}
+	rows, err := q.sql.Claim(ctx, q.db, queue, q.retryAfter, n-len(limited))
+	if err != nil {
+		if len(limited) > 0 {
+			return limited, nil // claimed and committed: hand them out
+		}
+		return nil, err
+	}
+	return append(limited, rows...), nil
 }
 
 // compareJobs orders a claim as the queue does: by availability, then id.

@@ -35,6 +35,7 @@ type Dialect interface {
 	Bounded
 	Operator
 	ScheduleBook
+	FlowControl
 
 	// Name is "postgres", "mysql" or "sqlite".
 	Name() string
@@ -175,6 +176,9 @@ type PushRow struct {
 	Payload  []byte
 	Absolute bool  // At is a Unix time, not a delay
 	At       int64 // delay in seconds, or Unix time
+	// Flow and FlowKey are the limit the job runs under and its key
+	// there (FlowControl); Flow is empty for a job under no limit.
+	Flow, FlowKey string
 }
 
 // Due reports whether the row is due at once.
