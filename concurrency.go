@@ -137,6 +137,19 @@ func (q *Queue) anyFlows(ctx context.Context) bool {
 	return q.flows.any
 }
 
+// placesFreed wakes this process's workers of the queues of the limited
+// jobs among jobs, which ended: a job waiting under their limit may start
+// now. Workers of other processes find it at their next poll.
+func (q *Queue) placesFreed(jobs []*Job) {
+	var last string
+	for _, j := range jobs {
+		if j.limited && j.Queue != last {
+			q.wake.wakeLocal(j.Queue, false)
+			last = j.Queue
+		}
+	}
+}
+
 // insert writes rows with the dialect's plain insert, or, when some run
 // under a limit, one statement a row, in one transaction.
 func (q *Queue) insert(ctx context.Context, ex sqldb.Execer, rows []dialect.PushRow, notify bool) ([]int64, error) {

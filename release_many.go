@@ -55,6 +55,9 @@ func (q *Queue) releaseMany(ctx context.Context, rs []Releasing) (lost []*Job, e
 			return lost, sqldb.Wrap("release", err)
 		}
 		for i, r := range chunk {
+			if r.Job.limited {
+				q.placesFreed([]*Job{r.Job})
+			}
 			if !released[rel[i].Key()] {
 				lost = append(lost, r.Job)
 			} else if r.Payload != nil {

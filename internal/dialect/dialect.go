@@ -168,6 +168,8 @@ type JobRow struct {
 	Reserved               bool // ReservedAt is not NULL
 	AvailableAt, CreatedAt int64
 	Token                  int64
+	// Limited: the row runs under a concurrency limit (ClaimFlow took it).
+	Limited bool
 }
 
 // PushRow is one new row of jobs.

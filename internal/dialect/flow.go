@@ -266,5 +266,8 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f Flow, queue stri
 	if err != nil {
 		return nil, fmt.Errorf("read the jobs claimed under limit %q: %w", f.Name, err)
 	}
+	for i := range rows {
+		rows[i].Limited = true
+	}
 	return rows, nil
 }
