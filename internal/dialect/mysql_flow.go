@@ -10,7 +10,7 @@ import (
 // the claims that held the limit before committed, and takes no gap
 // locks) and locks the limits with FOR UPDATE SKIP LOCKED.
 func (m *mysql) ClaimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	return m.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{skipLocked: " FOR UPDATE SKIP LOCKED", tx: sqldb.TxOptions{ReadCommitted: true}})
+	return m.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{skipLocked: " FOR UPDATE SKIP LOCKED", tx: sqldb.TxOptions{ReadCommitted: true}, at: "flow_at"})
 }
 
 // InsertFlow reads each id from the driver: MySQL 8 has no INSERT …

@@ -15,6 +15,7 @@ var flowControlTests = []test{
 	{method: "InsertFlow", fn: insertFlow},
 	{method: "ClaimFlow", fn: claimFlowPerKey},
 	{method: "ClaimFlow", fn: claimFlowConcurrent},
+	{method: "ClaimFlow", fn: claimFlowTurns},
 }
 
 // flows reads the declared limits by name.
@@ -221,4 +222,36 @@ func rowIDs(rows []dialect.JobRow) []int64 {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// ClaimFlow visits the keys in turn from where the last claim stopped, so
+// a key with one job behind another key's thousands starts at once, and
+// claims of one job go round the keys.
+func claimFlowTurns(t *testing.T, s *suite) {
+	o := s.own(t)
+	q := o.queue(t)
+	declare(t, o, dialect.Flow{Name: "turns", PerKey: 2})
+	big := insertLimited(t, o, q, "turns", []string{"big"}, 3000)
+	small := insertLimited(t, o, q, "turns", []string{"small"}, 1)
+	rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, q, 3600, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rowIDs(rows); len(got) != 3 || got[0] != big[0] || got[1] != big[1] || got[2] != small[0] {
+		t.Fatalf("claimed %v, want big's first two and small's one (%d, %d, %d)", got, big[0], big[1], small[0])
+	}
+
+	r := o.queue(t)
+	declare(t, o, dialect.Flow{Name: "round", PerKey: 5})
+	ids := insertLimited(t, o, r, "round", []string{"a", "b", "c"}, 6) // a b c a b c
+	want := []int64{ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]}
+	for i, id := range want {
+		rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, r, 3600, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 1 || rows[0].ID != id {
+			t.Fatalf("claim %d of one job took %v, want %d: the keys a, b, c in turn", i, rowIDs(rows), id)
+		}
+	}
 }
