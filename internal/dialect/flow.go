@@ -84,14 +84,29 @@ type flowSpelling struct {
 	// column itself, or one that mirrors it on limited rows only (for a
 	// database without partial indexes).
 	at string
+	// planner, when set, is run first in the claim's transaction, and
+	// query runs the statement before it (where a planner with stale
+	// statistics would read the whole table: see PostgresClaimPlanner).
+	planner string
+	query   func(ctx context.Context, db sqldb.DB, collect func(sqldb.Rows, error) error, query string, args ...any) error
 }
 
 // flowDue is the predicate of a limited job a claim may take, on column
-// at (flowSpelling.at): parked and due, or running with a reservation that
-// expired (its holder died). Params: now, now, retryAfter.
-func flowDue(at string) string {
-	return "((" + at + " = " + parked + " AND available_at <= ?) OR (" + at + " > " + parked + " AND " + at + " <= " + parked + " + ? - ?))"
+// at (flowSpelling.at) at time now (an expression, or "?"): parked and
+// due, or running with a reservation that expired (its holder died).
+// Params: [now,] [now,] retryAfter.
+func flowDue(at, now string) string {
+	return "((" + at + " = " + parked + " AND available_at <= " + now + ") OR (" + at + " > " + parked + " AND " + at + " <= " + parked + " + " + now + " - ?))"
 }
+
+// inQueue is the test that a job (of table alias prefix) is of the queue
+// given as a parameter, written so that no index can serve it: the
+// limited claim's statements must read the limit's index (flow_name
+// first), and the plain claim's index on (queue, reserved_at), which
+// holds the parked jobs too, looks cheaper to a planner without
+// statistics of the limited rows, though it reads every job of the queue
+// for each key (1 s for 2,000 keys of 4,000 jobs, against 8 ms).
+func inQueue(prefix string) string { return "CASE WHEN " + prefix + "queue = ? THEN 1 ELSE 0 END = 1" }
 
 // flowClaimSet is claimSet for a limited row, whose reserved_at is never
 // NULL: a row was reserved (its claim takes over an expired
@@ -168,14 +183,10 @@ func (c *common) insertFlow(ctx context.Context, ex sqldb.Execer, rows []PushRow
 	return ids, nil
 }
 
-// flowVisits bounds the keys one limited claim visits, and flowKeysAtOnce
-// those one statement finds (MySQL stops a recursive CTE at 1,000 rounds
-// by default): keys past the bound get their turn at the next claims.
-const (
-	flowVisits      = 2 * maxClaim
-	flowKeysAtOnce  = 1000
-	flowHeadsAtOnce = 100 // keys whose first jobs one statement reads
-)
+// flowScan bounds the waiting jobs one limited claim reads: keys past
+// them get their turn at the next claims, which start after the last key
+// read.
+const flowScan = 4 * maxClaim
 
 // lockedFlow is a limit a claim holds: its caps and key cursor.
 type lockedFlow struct {
@@ -188,17 +199,37 @@ type lockedFlow struct {
 // holds), then, reading after the locks (so every claim that held them
 // before has committed and is counted), take for each limit the jobs that
 // fit, and reserve them.
-func (c *common) claimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int, fs flowSpelling) ([]JobRow, error) {
+func (c *common) claimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int, fs flowSpelling) (_ []JobRow, err error) {
+	// Which limits have a job of queue to take: one statement of index
+	// probes outside any transaction, so a queue with none costs one
+	// round trip.
+	var names []string
+	query := c.rebind("SELECT f.name FROM " + c.flowTable() + " f WHERE EXISTS (SELECT 1 FROM " + c.jobs +
+		" WHERE flow_name = f.name AND " + fs.at + " = " + parked + " AND available_at <= " + c.now + " AND " + inQueue("") + ")" +
+		" OR EXISTS (SELECT 1 FROM " + c.jobs + " WHERE flow_name = f.name AND " + fs.at + " > " + parked + " AND " + fs.at + " <= " + parked + " + " + c.now + " - ? AND " + inQueue("") + ")" +
+		" ORDER BY f.name")
+	collect := func(rs sqldb.Rows, err error) error {
+		names, err = scanStrings(rs, err)
+		return err
+	}
+	if fs.query != nil {
+		err = fs.query(ctx, db, collect, query, queue, retryAfter, queue)
+	} else {
+		err = collect(db.Query(ctx, query, queue, retryAfter, queue))
+	}
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
 	var out []JobRow
-	err := sqldb.InTx(ctx, db, fs.tx, func(tx sqldb.Tx) error {
+	err = sqldb.InTx(ctx, db, fs.tx, func(tx sqldb.Tx) error {
 		out = nil
+		if fs.planner != "" {
+			if _, err := tx.Exec(ctx, fs.planner); err != nil {
+				return err
+			}
+		}
 		var now int64
 		if err := tx.QueryRow(ctx, "SELECT "+c.now).Scan(c.ints(&now)); err != nil {
-			return err
-		}
-		names, err := scanStrings(tx.Query(ctx, c.rebind("SELECT f.name FROM "+c.flowTable()+" f WHERE EXISTS (SELECT 1 FROM "+c.jobs+
-			" WHERE flow_name = f.name AND queue = ? AND "+flowDue(fs.at)+") ORDER BY f.name"), queue, now, now, retryAfter))
-		if err != nil || len(names) == 0 {
 			return err
 		}
 		flows, err := c.lockFlows(ctx, tx, names, fs)
@@ -255,12 +286,12 @@ func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs 
 }
 
 // claimUnder reserves up to n jobs of queue under limit f, with f
-// locked: first expired reservations (their holders died), then, visiting
-// the keys with jobs waiting in turn from f's cursor, each key's earliest
-// due jobs, as many as fit beside the key's jobs running, and no more in
-// all than f's total leaves room for. The cursor moves to the last key
-// visited, so the next claim starts after it: every key gets its turn
-// however many jobs the keys before it hold.
+// locked: first expired reservations (their holders died), then, reading
+// the waiting jobs key by key from f's cursor, each key's earliest due
+// jobs, as many as fit beside the key's jobs running, and no more in all
+// than f's total leaves room for. The cursor moves to the last key read,
+// so the next claim starts after it: every key gets its turn however many
+// jobs the keys before it hold.
 func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queue string, now, retryAfter int64, n int, fs flowSpelling) ([]JobRow, error) {
 	running, total, err := c.runningByKey(ctx, tx, f.Name, now, retryAfter, fs)
 	if err != nil {
@@ -275,7 +306,7 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 	room := func(key string) int { return f.PerKey - running[key] }
 	var take []int64
 
-	expired, err := tx.Query(ctx, c.rebind("SELECT id, flow_key FROM "+c.jobs+" WHERE flow_name = ? AND queue = ? AND "+fs.at+" > "+parked+
+	expired, err := tx.Query(ctx, c.rebind("SELECT id, flow_key FROM "+c.jobs+" WHERE flow_name = ? AND "+inQueue("")+" AND "+fs.at+" > "+parked+
 		" AND "+fs.at+" <= "+parked+" + ? - ? ORDER BY "+fs.at+" LIMIT ?"), f.Name, queue, now, retryAfter, n)
 	err = scanIDKeys(expired, err, c.ints, func(id int64, key string) {
 		if len(take) < n && room(key) > 0 {
@@ -287,40 +318,36 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 		return nil, err
 	}
 
-	keys, last, err := c.visitKeys(ctx, tx, f, queue, fs)
+	// The waiting jobs key by key from the cursor, round to it again: of
+	// each key, the first due ones that fit.
+	var last *string
+	visit := func(rows []waitingJob) (full bool) {
+		for _, r := range rows {
+			if len(take) >= n {
+				return true
+			}
+			last = &r.key
+			if r.availableAt <= now && room(r.key) > 0 {
+				take = append(take, r.id)
+				running[r.key]++
+			}
+		}
+		return len(take) >= n
+	}
+	var waiting []waitingJob
+	if f.cursor == nil {
+		waiting, err = c.waitingJobs(ctx, tx, f.Name, queue, "flow_key >= ?", "", fs)
+	} else {
+		waiting, err = c.waitingJobs(ctx, tx, f.Name, queue, "flow_key > ?", *f.cursor, fs)
+	}
 	if err != nil {
 		return nil, err
 	}
-	// The keys with room, each asked for as many jobs as fit, until the
-	// claim could be full.
-	var (
-		ask   []string
-		rooms []int
-		asked = len(take)
-	)
-	for i, k := range keys {
-		if asked >= n {
-			last = nil // the cursor stays: the claim filled before any key
-			if i > 0 {
-				last = &keys[i-1]
-			}
-			break
+	if !visit(waiting) && len(waiting) < flowScan && f.cursor != nil {
+		if waiting, err = c.waitingJobs(ctx, tx, f.Name, queue, "flow_key <= ?", *f.cursor, fs); err != nil {
+			return nil, err
 		}
-		if r := min(room(k), n-asked); r > 0 {
-			ask, rooms = append(ask, k), append(rooms, r)
-			asked += r
-		}
-	}
-	heads, err := c.keyHeads(ctx, tx, f.Name, queue, now, ask, rooms, fs)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range ask {
-		for _, id := range heads[k] {
-			if len(take) < n {
-				take = append(take, id)
-			}
-		}
+		visit(waiting)
 	}
 	if last != nil {
 		if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.flowTable()+" SET key_cursor = ? WHERE name = ?"), *last, f.Name); err != nil {
@@ -331,7 +358,7 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 		return nil, nil
 	}
 	in := sqldb.Ints(take)
-	if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+flowClaimSet+", reserved_at = "+parked+" + ? WHERE id IN ("+in+") AND flow_name = ? AND "+flowDue(fs.at)),
+	if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+flowClaimSet+", reserved_at = "+parked+" + ? WHERE id IN ("+in+") AND flow_name = ? AND "+flowDue(fs.at, "?")),
 		now, f.Name, now, now, retryAfter); err != nil {
 		return nil, err
 	}
@@ -359,80 +386,31 @@ func (c *common) runningByKey(ctx context.Context, tx sqldb.Tx, name string, now
 	return running, total, err
 }
 
-// visitKeys lists the keys with jobs of queue parked under f, in key
-// order from f's cursor round to it again, up to flowVisits of them, and
-// the key the cursor moves to when the claim takes from all of them.
-func (c *common) visitKeys(ctx context.Context, tx sqldb.Tx, f lockedFlow, queue string, fs flowSpelling) ([]string, *string, error) {
-	var (
-		keys []string
-		seen = map[string]bool{}
-	)
-	// From past the cursor, then from the first key (>= ''), never
-	// listing a key twice.
-	from, op, wrapped := "", ">=", true
-	if f.cursor != nil {
-		from, op, wrapped = *f.cursor, ">", false
-	}
-	for len(keys) < flowVisits {
-		want := min(flowKeysAtOnce, flowVisits-len(keys))
-		got, err := scanStrings(tx.Query(ctx, c.rebind("WITH RECURSIVE k (flow_key, depth) AS ("+
-			"SELECT MIN(flow_key), 1 FROM "+c.jobs+" WHERE flow_name = ? AND queue = ? AND "+fs.at+" = "+parked+" AND flow_key "+op+" ?"+
-			" UNION ALL SELECT (SELECT MIN(j.flow_key) FROM "+c.jobs+" j WHERE j.flow_name = ? AND j.queue = ? AND j."+fs.at+" = "+parked+" AND j.flow_key > k.flow_key), k.depth + 1"+
-			" FROM k WHERE k.flow_key IS NOT NULL AND k.depth < ?"+
-			") SELECT flow_key FROM k WHERE flow_key IS NOT NULL"), f.Name, queue, from, f.Name, queue, want))
-		if err != nil {
-			return nil, nil, err
-		}
-		fresh := 0
-		for _, k := range got {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-				fresh++
-			}
-		}
-		switch {
-		case len(got) == want && fresh > 0:
-			from, op = got[len(got)-1], ">" // more past the last found
-		case !wrapped:
-			from, op, wrapped = "", ">=", true // round to the first key
-		default:
-			var last *string
-			if len(keys) > 0 {
-				last = &keys[len(keys)-1]
-			}
-			return keys, last, nil
-		}
-	}
-	return keys, &keys[len(keys)-1], nil
+// waitingJob is a job waiting under a limit, as the claim reads it.
+type waitingJob struct {
+	id, availableAt int64
+	key             string
 }
 
-// keyHeads reads the first rooms[i] due parked jobs of queue of each key
-// keys[i] under limit name, in claim order, flowHeadsAtOnce keys to a
-// statement.
-func (c *common) keyHeads(ctx context.Context, tx sqldb.Tx, name, queue string, now int64, keys []string, rooms []int, fs flowSpelling) (map[string][]int64, error) {
-	heads := make(map[string][]int64, len(keys))
-	for start := 0; start < len(keys); start += flowHeadsAtOnce {
-		end := min(start+flowHeadsAtOnce, len(keys))
-		var (
-			b    strings.Builder
-			args []any
-		)
-		for i := start; i < end; i++ {
-			if i > start {
-				b.WriteString(" UNION ALL ")
-			}
-			fmt.Fprintf(&b, "SELECT id, flow_key FROM (SELECT id, flow_key FROM %s WHERE flow_name = ? AND queue = ? AND %s = %s AND flow_key = ? AND available_at <= ?"+
-				" ORDER BY available_at, id LIMIT %d) h%d", c.jobs, fs.at, parked, rooms[i], i-start)
-			args = append(args, name, queue, keys[i], now)
-		}
-		rs, err := tx.Query(ctx, c.rebind(b.String()), args...)
-		err = scanIDKeys(rs, err, c.ints, func(id int64, key string) { heads[key] = append(heads[key], id) })
-		if err != nil {
+// waitingJobs reads up to flowScan jobs of queue parked under limit name
+// whose key passes keyTest (on from), key by key, each key's in claim
+// order: one range of the limit's index.
+func (c *common) waitingJobs(ctx context.Context, tx sqldb.Tx, name, queue, keyTest, from string, fs flowSpelling) ([]waitingJob, error) {
+	rs, err := tx.Query(ctx, c.rebind("SELECT id, available_at, flow_key FROM "+c.jobs+" WHERE flow_name = ? AND "+fs.at+" = "+parked+
+		" AND "+keyTest+" AND "+inQueue("")+" ORDER BY flow_key, available_at, id LIMIT "+strconv.Itoa(flowScan)), name, from, queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []waitingJob
+	for rs.Next() {
+		var w waitingJob
+		if err := rs.Scan(c.ints(&w.id), c.ints(&w.availableAt), &w.key); err != nil {
 			return nil, err
 		}
+		out = append(out, w)
 	}
-	return heads, nil
+	return out, rs.Err()
 }
 
 // scanIDKeys hands each row's integer and key to fn.

@@ -9,7 +9,8 @@ import (
 // ClaimFlow locks the limits it counts with FOR UPDATE SKIP LOCKED: a
 // limit another process is counting is left to that process.
 func (p *postgres) ClaimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	return p.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{skipLocked: " FOR UPDATE SKIP LOCKED", at: "reserved_at"})
+	return p.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{skipLocked: " FOR UPDATE SKIP LOCKED", at: "reserved_at",
+		planner: PostgresClaimPlanner, query: claimWithIndexes})
 }
 
 // InsertFlow reads each id with RETURNING.
