@@ -629,7 +629,10 @@ func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error
 func (r *run) reserve(ctx context.Context, n int, queues []string, short func(queue string)) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.ops.Reserve(rctx, n, queues, r.claimFailed, short)
+	// Jobs under a concurrency limit: no more than the handlers free now,
+	// so none waits here holding a place of its limit.
+	limited := int(int64(r.w.opts.Concurrency) - r.inFlight.Load())
+	return r.w.ops.Reserve(rctx, n, limited, queues, r.claimFailed, short)
 }
 
 // claimFailed reports a job the claim moved to failed_jobs without running
