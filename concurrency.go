@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,16 +138,21 @@ func (q *Queue) anyFlows(ctx context.Context) bool {
 	return q.flows.any
 }
 
-// placesFreed wakes this process's workers of the queues of the limited
-// jobs among jobs, which ended: a job waiting under their limit may start
-// now. Workers of other processes find it at their next poll.
-func (q *Queue) placesFreed(jobs []*Job) {
-	var last string
+// placesFreed wakes the workers of the queues of the limited jobs among
+// jobs, which ended: a job waiting under their limit may start now. This
+// process's are woken at once; other processes' by the database where it
+// carries notifications (PostgreSQL), else at their next poll.
+func (q *Queue) placesFreed(ctx context.Context, jobs []*Job) {
+	var queues []string
 	for _, j := range jobs {
-		if j.limited && j.Queue != last {
+		if j.limited && !slices.Contains(queues, j.Queue) {
+			queues = append(queues, j.Queue)
 			q.wake.wakeLocal(j.Queue, false)
-			last = j.Queue
 		}
+	}
+	if len(queues) > 0 {
+		// A hint: a worker that misses it polls.
+		_ = q.sql.PlacesFreed(context.WithoutCancel(ctx), q.db, queues)
 	}
 }
 

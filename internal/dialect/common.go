@@ -872,7 +872,7 @@ func (c *common) Signals(ctx context.Context, ex sqldb.Execer, names []string) (
 
 func (c *common) CheckTables(ctx context.Context, ex sqldb.Execer) error {
 	for _, query := range []string{
-		"SELECT id, reservation_token FROM " + c.jobs + " WHERE 1 = 0",
+		"SELECT id, reservation_token, flow_name FROM " + c.jobs + " WHERE 1 = 0",
 		"SELECT id FROM " + c.failed + " WHERE 1 = 0",
 	} {
 		rows, err := ex.Query(ctx, query)

@@ -6,16 +6,22 @@ import (
 	"github.com/dbqueue/dbqueue/internal/sqldb"
 )
 
-// ClaimFlow locks the limits it counts with FOR UPDATE SKIP LOCKED: a
-// limit another process is counting is left to that process.
+// ClaimFlow runs under PostgresClaimPlanner, as the plain claim does.
 func (p *postgres) ClaimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	return p.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{skipLocked: " FOR UPDATE SKIP LOCKED", at: "reserved_at",
+	return p.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{lock: " FOR UPDATE", at: "reserved_at",
 		planner: PostgresClaimPlanner, query: claimWithIndexes})
 }
 
 // InsertFlow reads each id with RETURNING.
 func (p *postgres) InsertFlow(ctx context.Context, ex sqldb.Execer, rows []PushRow) ([]int64, error) {
 	return p.insertFlow(ctx, ex, rows, returningID)
+}
+
+// PlacesFreed notifies the queues' listeners, as a push does: the
+// workers of every process try their limited claims again.
+func (p *postgres) PlacesFreed(ctx context.Context, ex sqldb.Execer, queues []string) error {
+	_, err := ex.Exec(ctx, "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q", p.channel, queues)
+	return err
 }
 
 // returningID runs an INSERT with RETURNING id appended.

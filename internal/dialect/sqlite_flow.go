@@ -13,6 +13,10 @@ func (s *sqlite) ClaimFlow(ctx context.Context, db sqldb.DB, queue string, retry
 	return s.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{tx: s.lockTx, at: "reserved_at"})
 }
 
+// PlacesFreed does nothing: SQLite has no notifications, and a process
+// of its own wakes its workers itself.
+func (s *sqlite) PlacesFreed(context.Context, sqldb.Execer, []string) error { return nil }
+
 // InsertFlow reads each id with RETURNING.
 func (s *sqlite) InsertFlow(ctx context.Context, ex sqldb.Execer, rows []PushRow) ([]int64, error) {
 	return s.insertFlow(ctx, ex, rows, returningID)

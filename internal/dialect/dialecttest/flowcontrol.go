@@ -16,6 +16,7 @@ var flowControlTests = []test{
 	{method: "ClaimFlow", fn: claimFlowPerKey},
 	{method: "ClaimFlow", fn: claimFlowConcurrent},
 	{method: "ClaimFlow", fn: claimFlowTurns},
+	{method: "PlacesFreed", fn: placesFreed},
 }
 
 // flows reads the declared limits by name.
@@ -252,6 +253,16 @@ func claimFlowTurns(t *testing.T, s *suite) {
 		}
 		if len(rows) != 1 || rows[0].ID != id {
 			t.Fatalf("claim %d of one job took %v, want %d: the keys a, b, c in turn", i, rowIDs(rows), id)
+		}
+	}
+}
+
+// PlacesFreed takes any queue names, none included, and fails on none
+// (a hint: PostgreSQL notifies, the others do nothing).
+func placesFreed(t *testing.T, s *suite) {
+	for _, qs := range [][]string{nil, {"default"}, {"a", "b ☃", "a"}} {
+		if err := s.Dialect.PlacesFreed(s.ctx, s.DB, qs); err != nil {
+			t.Fatalf("PlacesFreed(%q): %v", qs, err)
 		}
 	}
 }
