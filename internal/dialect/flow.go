@@ -84,7 +84,7 @@ type flowSpelling struct {
 	// another transaction holds ("" where a write transaction holds the
 	// whole database).
 	lock string
-	tx         sqldb.TxOptions
+	tx   sqldb.TxOptions
 	// at is the column the limited claim reads reserved_at from: the
 	// column itself, or one that mirrors it on limited rows only (for a
 	// database without partial indexes).
