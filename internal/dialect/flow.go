@@ -94,6 +94,9 @@ type flowSpelling struct {
 	// statistics would read the whole table: see PostgresClaimPlanner).
 	planner string
 	query   func(ctx context.Context, db sqldb.DB, collect func(sqldb.Rows, error) error, query string, args ...any) error
+	// oneStatement: the database runs UPDATE in a WITH clause, so the
+	// choice, the claim and the cursor's move are one statement.
+	oneStatement bool
 }
 
 // flowDue is the predicate of a limited job a claim may take, on column
@@ -233,11 +236,7 @@ func (c *common) claimFlow(ctx context.Context, db sqldb.DB, queue string, retry
 				return err
 			}
 		}
-		var now int64
-		if err := tx.QueryRow(ctx, "SELECT "+c.now).Scan(c.ints(&now)); err != nil {
-			return err
-		}
-		flows, err := c.lockFlows(ctx, tx, names, fs)
+		flows, now, err := c.lockFlows(ctx, tx, names, fs)
 		if err != nil {
 			return err
 		}
@@ -260,30 +259,33 @@ func (c *common) claimFlow(ctx context.Context, db sqldb.DB, queue string, retry
 }
 
 // lockFlows locks the limits named, in name order, and reads their caps
-// and cursors. It waits for a limit another claim holds (for that claim's
-// few statements): skipping it left the processes that skipped with an
-// empty claim, and so idle until their next poll, while the limit had
-// room (a limit of 40 over 4 workers of 10 handlers ran 0.14 of the
-// unlimited rate).
-func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs flowSpelling) ([]lockedFlow, error) {
+// and cursors, and the database's time. It waits for a limit another
+// claim holds (for that claim's two statements): skipping it left the
+// processes that skipped with an empty claim, and so idle until their
+// next poll, while the limit had room.
+func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs flowSpelling) ([]lockedFlow, int64, error) {
 	args := make([]any, len(names))
 	for i, n := range names {
 		args[i] = n
 	}
-	rows, err := tx.Query(ctx, c.rebind("SELECT name, per_key, total, key_cursor FROM "+c.flowTable()+" WHERE name IN ("+sqldb.List(len(names))+") ORDER BY name"+fs.lock), args...)
+	rows, err := tx.Query(ctx, c.rebind("SELECT name, per_key, total, key_cursor, "+c.now+" FROM "+c.flowTable()+
+		" WHERE name IN ("+sqldb.List(len(names))+") ORDER BY name"+fs.lock), args...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
-	var flows []lockedFlow
+	var (
+		flows []lockedFlow
+		now   int64
+	)
 	for rows.Next() {
 		var (
 			f          lockedFlow
 			per, total int64
 			cursor     sql.NullString
 		)
-		if err := rows.Scan(&f.Name, c.ints(&per), c.ints(&total), &cursor); err != nil {
-			return nil, err
+		if err := rows.Scan(&f.Name, c.ints(&per), c.ints(&total), &cursor, c.ints(&now)); err != nil {
+			return nil, 0, err
 		}
 		f.PerKey, f.Total = int(per), int(total)
 		if cursor.Valid {
@@ -291,75 +293,111 @@ func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs 
 		}
 		flows = append(flows, f)
 	}
-	return flows, rows.Err()
+	return flows, now, rows.Err()
 }
 
-// claimUnder reserves up to n jobs of queue under limit f, with f
-// locked: first expired reservations (their holders died), then, reading
-// the waiting jobs key by key from f's cursor, each key's earliest due
-// jobs, as many as fit beside the key's jobs running, and no more in all
-// than f's total leaves room for. The cursor moves to the last key read,
-// so the next claim starts after it: every key gets its turn however many
-// jobs the keys before it hold.
+// flowPick is the WITH clause that chooses what a claim of up to n jobs
+// of queue under the locked limit f takes, and the arguments of its
+// placeholders, in order. Its tables:
+//
+//	run   the limit's jobs running, by key (claimed less than retryAfter
+//	      ago, in any queue);
+//	scan  candidates in claim order: expired reservations of queue (part
+//	      0), then the jobs waiting, key by key from f's cursor (part 1)
+//	      and round from the first key to it (part 2), flowScan(n) of each;
+//	fit   those due whose key has room beside its jobs running, numbered;
+//	lim   how many the total lets start (n when it has no total);
+//	ok    the first lim of fit: the jobs to claim;
+//	last  the key the cursor moves to: the last key read before the claim
+//	      filled, or the last key read; NULL (it stays) when the total is
+//	      full or only expired reservations were taken.
+func (c *common) flowPick(fs flowSpelling, f lockedFlow, queue string, now, retryAfter int64, n int) (string, []any) {
+	var args []any
+	p := func(v any) string { args = append(args, v); return "?" }
+	at := fs.at
+	cursor := ""
+	if f.cursor != nil {
+		cursor = *f.cursor
+	}
+	m := flowScan(n)
+	waiting := func(part, keyTest string) string {
+		return "SELECT id, flow_key, " + part + " AS part, available_at AS o1, id AS o2 FROM " + c.jobs +
+			" WHERE flow_name = " + p(f.Name) + " AND " + at + " = " + parked + " AND flow_key " + keyTest + " " + p(cursor) +
+			" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY flow_key, available_at, id LIMIT " + p(m)
+	}
+	run := "SELECT flow_key, COUNT(*) AS c FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) + " AND " + at + " > " + parked + " + " + p(now) + " - " + p(retryAfter) + " GROUP BY flow_key"
+	exp := "SELECT id, flow_key, 0 AS part, " + at + " AS o1, id AS o2 FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) +
+		" AND " + at + " > " + parked + " AND " + at + " <= " + parked + " + " + p(now) + " - " + p(retryAfter) +
+		" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY " + at + " LIMIT " + p(n)
+	after := waiting("1", ">")
+	round := waiting("2", "<=")
+	due := "s.part = 0 OR s.o1 <= " + p(now)
+	due2 := "s.part = 0 OR s.o1 <= " + p(now)
+	due3 := "s.part = 0 OR s.o1 <= " + p(now)
+	ranked := "SELECT s.id, s.flow_key, s.part, ROW_NUMBER() OVER (ORDER BY s.part, CASE WHEN s.part = 0 THEN s.o1 ELSE 0 END, s.flow_key, s.o1, s.o2) AS pos," +
+		" CASE WHEN " + due + " THEN ROW_NUMBER() OVER (PARTITION BY s.flow_key, CASE WHEN " + due2 + " THEN 1 ELSE 0 END ORDER BY s.part, s.o1, s.o2) END AS rk," +
+		" CASE WHEN " + due3 + " THEN 1 ELSE 0 END AS due FROM scan s"
+	fit := "SELECT r.id, r.flow_key, r.part, r.pos, ROW_NUMBER() OVER (ORDER BY r.pos) AS fpos FROM ranked r LEFT JOIN run ON run.flow_key = r.flow_key" +
+		" WHERE r.due = 1 AND r.rk + COALESCE(run.c, 0) <= " + p(f.PerKey)
+	left := p(f.Total) + " - COALESCE((SELECT SUM(c) FROM run), 0)"
+	lim := "SELECT CASE WHEN " + p(f.Total) + " > 0 AND " + left + " < " + p(n) + " THEN " + p(f.Total) + " - COALESCE((SELECT SUM(c) FROM run), 0) ELSE " + p(n) + " END AS n"
+	ok := "SELECT fit.id, fit.flow_key, fit.part, fit.pos FROM fit, lim WHERE fit.fpos <= lim.n"
+	last := "SELECT CASE WHEN (SELECT n FROM lim) <= 0 THEN NULL" +
+		" WHEN (SELECT COUNT(*) FROM ok) >= (SELECT n FROM lim) THEN (SELECT flow_key FROM ok WHERE part > 0 ORDER BY pos DESC LIMIT 1)" +
+		" ELSE (SELECT flow_key FROM ranked WHERE part > 0 ORDER BY pos DESC LIMIT 1) END AS k"
+	return "WITH run AS (" + run + "), exp AS (" + exp + "), after AS (" + after + "), round AS (" + round + ")," +
+		" scan AS (SELECT * FROM exp UNION ALL SELECT * FROM after UNION ALL SELECT * FROM round)," +
+		" ranked AS (" + ranked + "), fit AS (" + fit + "), lim AS (" + lim + "), ok AS (" + ok + "), last AS (" + last + ")", args
+}
+
+// claimUnder reserves up to n jobs of queue under limit f, with f locked
+// and now the database's time: the jobs flowPick chooses. Where the
+// database runs data-modifying WITH clauses (fs.oneStatement) the choice,
+// the claim and the cursor's move are one statement; elsewhere the choice
+// is one, then the claim, the cursor and the claimed rows.
 func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queue string, now, retryAfter int64, n int, fs flowSpelling) ([]JobRow, error) {
-	running, total, err := c.runningByKey(ctx, tx, f.Name, now, retryAfter, fs)
+	with, args := c.flowPick(fs, f, queue, now, retryAfter, n)
+	returning := "id, payload, attempts, reserved_at - " + parked + ", available_at, created_at, reservation_token"
+	if fs.oneStatement {
+		q := with + ", upd AS (UPDATE " + c.jobs + " SET " + flowClaimSet + ", reserved_at = " + parked + " + ? FROM ok WHERE " + c.jobs + ".id = ok.id" +
+			" AND " + c.jobs + ".flow_name = ? AND " + flowDue(fs.at, "?") + " RETURNING " + c.jobs + "." + strings.ReplaceAll(returning, ", ", ", "+c.jobs+".") + ")," +
+			" cur AS (UPDATE " + c.flowTable() + " SET key_cursor = (SELECT k FROM last) WHERE name = ? AND (SELECT k FROM last) IS NOT NULL)" +
+			" SELECT * FROM upd ORDER BY 5, 1"
+		args = append(args, now, f.Name, now, now, retryAfter, f.Name)
+		rs, err := tx.Query(ctx, c.rebind(q), args...)
+		return limitedRows(appendClaimed(nil, rs, err, queue, c.ints))
+	}
+	rs, err := tx.Query(ctx, c.rebind(with+" SELECT 0 AS kind, id, flow_key FROM ok UNION ALL SELECT 1, 0, k FROM last"), args...)
 	if err != nil {
 		return nil, err
 	}
-	if f.Total > 0 {
-		n = min(n, f.Total-total)
-	}
-	if n <= 0 {
-		return nil, nil
-	}
-	room := func(key string) int { return f.PerKey - running[key] }
-	var take []int64
-
-	expired, err := tx.Query(ctx, c.rebind("SELECT id, flow_key FROM "+c.jobs+" WHERE flow_name = ? AND "+inQueue("")+" AND "+fs.at+" > "+parked+
-		" AND "+fs.at+" <= "+parked+" + ? - ? ORDER BY "+fs.at+" LIMIT ?"), f.Name, queue, now, retryAfter, n)
-	err = scanIDKeys(expired, err, c.ints, func(id int64, key string) {
-		if len(take) < n && room(key) > 0 {
-			take = append(take, id)
-			running[key]++
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	// The waiting jobs key by key from the cursor, round to it again: of
-	// each key, the first due ones that fit.
-	var last *string
-	visit := func(rows []waitingJob) (full bool) {
-		for _, r := range rows {
-			if len(take) >= n {
-				return true
+	var (
+		take []int64
+		last sql.NullString
+	)
+	err = func() error {
+		defer rs.Close()
+		for rs.Next() {
+			var (
+				kind, id int64
+				key      sql.NullString
+			)
+			if err := rs.Scan(c.ints(&kind), c.ints(&id), &key); err != nil {
+				return err
 			}
-			last = &r.key
-			if r.availableAt <= now && room(r.key) > 0 {
-				take = append(take, r.id)
-				running[r.key]++
+			if kind == 1 {
+				last = key
+			} else {
+				take = append(take, id)
 			}
 		}
-		return len(take) >= n
-	}
-	var waiting []waitingJob
-	if f.cursor == nil {
-		waiting, err = c.waitingJobs(ctx, tx, f.Name, queue, "flow_key >= ?", "", n, fs)
-	} else {
-		waiting, err = c.waitingJobs(ctx, tx, f.Name, queue, "flow_key > ?", *f.cursor, n, fs)
-	}
+		return rs.Err()
+	}()
 	if err != nil {
 		return nil, err
 	}
-	if !visit(waiting) && len(waiting) < flowScan(n) && f.cursor != nil {
-		if waiting, err = c.waitingJobs(ctx, tx, f.Name, queue, "flow_key <= ?", *f.cursor, n, fs); err != nil {
-			return nil, err
-		}
-		visit(waiting)
-	}
-	if last != nil {
-		if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.flowTable()+" SET key_cursor = ? WHERE name = ?"), *last, f.Name); err != nil {
+	if last.Valid {
+		if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.flowTable()+" SET key_cursor = ? WHERE name = ?"), last.String, f.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -371,72 +409,17 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 		now, f.Name, now, now, retryAfter); err != nil {
 		return nil, err
 	}
-	rs, err := tx.Query(ctx, c.rebind("SELECT id, payload, attempts, reserved_at - "+parked+", available_at, created_at, reservation_token FROM "+c.jobs+
-		" WHERE id IN ("+in+") AND reserved_at = "+parked+" + ? ORDER BY available_at, id"), now)
-	rows, err := appendClaimed(nil, rs, err, queue, c.ints)
+	rs, err = tx.Query(ctx, c.rebind("SELECT "+returning+" FROM "+c.jobs+" WHERE id IN ("+in+") AND reserved_at = "+parked+" + ? ORDER BY available_at, id"), now)
+	return limitedRows(appendClaimed(nil, rs, err, queue, c.ints))
+}
+
+// limitedRows marks claimed rows as run under a limit.
+func limitedRows(rows []JobRow, err error) ([]JobRow, error) {
 	if err != nil {
-		return nil, fmt.Errorf("read the jobs claimed under limit %q: %w", f.Name, err)
+		return nil, fmt.Errorf("claim under a concurrency limit: %w", err)
 	}
 	for i := range rows {
 		rows[i].Limited = true
 	}
 	return rows, nil
-}
-
-// runningByKey counts the jobs of limit name running, by key and in all.
-func (c *common) runningByKey(ctx context.Context, tx sqldb.Tx, name string, now, retryAfter int64, fs flowSpelling) (map[string]int, int, error) {
-	rs, err := tx.Query(ctx, c.rebind("SELECT COUNT(*), flow_key FROM "+c.jobs+" WHERE flow_name = ? AND "+fs.at+" > "+parked+" + ? - ? GROUP BY flow_key"),
-		name, now, retryAfter)
-	running, total := map[string]int{}, 0
-	err = scanIDKeys(rs, err, c.ints, func(count int64, key string) {
-		running[key] = int(count)
-		total += int(count)
-	})
-	return running, total, err
-}
-
-// waitingJob is a job waiting under a limit, as the claim reads it.
-type waitingJob struct {
-	id, availableAt int64
-	key             string
-}
-
-// waitingJobs reads up to flowScan(n) jobs of queue parked under limit name
-// whose key passes keyTest (on from), key by key, each key's in claim
-// order: one range of the limit's index.
-func (c *common) waitingJobs(ctx context.Context, tx sqldb.Tx, name, queue, keyTest, from string, n int, fs flowSpelling) ([]waitingJob, error) {
-	rs, err := tx.Query(ctx, c.rebind("SELECT id, available_at, flow_key FROM "+c.jobs+" WHERE flow_name = ? AND "+fs.at+" = "+parked+
-		" AND "+keyTest+" AND "+inQueue("")+" ORDER BY flow_key, available_at, id LIMIT "+strconv.Itoa(flowScan(n))), name, from, queue)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []waitingJob
-	for rs.Next() {
-		var w waitingJob
-		if err := rs.Scan(c.ints(&w.id), c.ints(&w.availableAt), &w.key); err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	return out, rs.Err()
-}
-
-// scanIDKeys hands each row's integer and key to fn.
-func scanIDKeys(rows sqldb.Rows, err error, ints intDest, fn func(int64, string)) error {
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var (
-		n   int64
-		key string
-	)
-	for rows.Next() {
-		if err := rows.Scan(ints(&n), &key); err != nil {
-			return err
-		}
-		fn(n, key)
-	}
-	return rows.Err()
 }
