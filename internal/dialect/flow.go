@@ -212,9 +212,12 @@ func (c *common) claimFlow(ctx context.Context, db sqldb.DB, queue string, retry
 	// probes outside any transaction, so a queue with none costs one
 	// round trip.
 	var names []string
-	query := c.rebind("SELECT f.name FROM " + c.flowTable() + " f WHERE EXISTS (SELECT 1 FROM " + c.jobs +
-		" WHERE flow_name = f.name AND " + fs.at + " = " + parked + " AND available_at <= " + c.now + " AND " + inQueue("") + ")" +
-		" OR EXISTS (SELECT 1 FROM " + c.jobs + " WHERE flow_name = f.name AND " + fs.at + " > " + parked + " AND " + fs.at + " <= " + parked + " + " + c.now + " - ? AND " + inQueue("") + ")" +
+	// Scalar subqueries with LIMIT 1, not EXISTS: PostgreSQL turned EXISTS
+	// into one hashed read of every waiting job's limit (10 ms for 20,000
+	// jobs, at every claim).
+	query := c.rebind("SELECT f.name FROM " + c.flowTable() + " f WHERE (SELECT 1 FROM " + c.jobs +
+		" WHERE flow_name = f.name AND " + fs.at + " = " + parked + " AND available_at <= " + c.now + " AND " + inQueue("") + " LIMIT 1) IS NOT NULL" +
+		" OR (SELECT 1 FROM " + c.jobs + " WHERE flow_name = f.name AND " + fs.at + " > " + parked + " AND " + fs.at + " <= " + parked + " + " + c.now + " - ? AND " + inQueue("") + " LIMIT 1) IS NOT NULL" +
 		" ORDER BY f.name")
 	collect := func(rs sqldb.Rows, err error) error {
 		names, err = scanStrings(rs, err)
