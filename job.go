@@ -46,6 +46,10 @@ func (j *Job) ExpiresAt() time.Time { return j.expires }
 // Name is the name the job's handler is registered under.
 func (j *Job) Name() string { return j.Payload.Name() }
 
+// Limited reports whether the job runs under a concurrency limit
+// (Concurrency): its place in the limit is taken until it ends.
+func (j *Job) Limited() bool { return j.limited }
+
 // Decode unmarshals the job's data into v.
 func (j *Job) Decode(v any) error {
 	if err := json.Unmarshal(j.Payload.Data, v); err != nil {

@@ -49,6 +49,11 @@ const Parked int64 = 1 << 62
 
 var parked = strconv.FormatInt(Parked, 10)
 
+// parkedOffset is a limited row's reserved_at - Parked, written as the
+// limit's index holds it (migration 00014) on the databases that index
+// an expression: 0 while the job waits, its claim's time while it runs.
+var parkedOffset = "(reserved_at - " + parked + ")"
+
 // unreserve is the SET clause that ends a reservation: the row waits
 // again, parked when it runs under a limit.
 var unreserve = "reserved_at = CASE WHEN flow_name IS NULL THEN NULL ELSE " + parked + " END"
@@ -85,9 +90,12 @@ type flowSpelling struct {
 	// whole database).
 	lock string
 	tx   sqldb.TxOptions
-	// at is the column the limited claim reads reserved_at from: the
-	// column itself, or one that mirrors it on limited rows only (for a
-	// database without partial indexes).
+	// at is what the limited claim reads of a limited row's reserved_at:
+	// reserved_at - Parked (0: waiting; else the claim's time), as the
+	// limit's index holds it, an expression or a generated column. Not
+	// reserved_at itself: the plain claim's index on (queue, reserved_at)
+	// would serve that too, and a planner that misjudged the limited rows
+	// chose it, reading every waiting job for each part of a claim.
 	at string
 	// planner, when set, is run first in the claim's transaction, and
 	// query runs the statement before it (where a planner with stale
@@ -100,11 +108,11 @@ type flowSpelling struct {
 }
 
 // flowDue is the predicate of a limited job a claim may take, on column
-// at (flowSpelling.at) at time now (an expression, or "?"): parked and
-// due, or running with a reservation that expired (its holder died).
-// Params: [now,] [now,] retryAfter.
-func flowDue(at, now string) string {
-	return "((" + at + " = " + parked + " AND available_at <= " + now + ") OR (" + at + " > " + parked + " AND " + at + " <= " + parked + " + " + now + " - ?))"
+// at (flowSpelling.at): parked and due at now, or running with a
+// reservation that expired (claimed at cutoff = now - retryAfter or
+// before: its holder died). now and cutoff are expressions, or "?".
+func flowDue(at, now, cutoff string) string {
+	return "((" + at + " = 0 AND available_at <= " + now + ") OR (" + at + " > 0 AND " + at + " <= " + cutoff + "))"
 }
 
 // inQueue is the test that a job (of table alias prefix) is of the queue
@@ -216,8 +224,8 @@ func (c *common) claimFlow(ctx context.Context, db sqldb.DB, queue string, retry
 	// into one hashed read of every waiting job's limit (10 ms for 20,000
 	// jobs, at every claim).
 	query := c.rebind("SELECT f.name FROM " + c.flowTable() + " f WHERE (SELECT 1 FROM " + c.jobs +
-		" WHERE flow_name = f.name AND " + fs.at + " = " + parked + " AND available_at <= " + c.now + " AND " + inQueue("") + " LIMIT 1) IS NOT NULL" +
-		" OR (SELECT 1 FROM " + c.jobs + " WHERE flow_name = f.name AND " + fs.at + " > " + parked + " AND " + fs.at + " <= " + parked + " + " + c.now + " - ? AND " + inQueue("") + " LIMIT 1) IS NOT NULL" +
+		" WHERE flow_name = f.name AND " + fs.at + " = 0 AND available_at <= " + c.now + " AND " + inQueue("") + " LIMIT 1) IS NOT NULL" +
+		" OR (SELECT 1 FROM " + c.jobs + " WHERE flow_name = f.name AND " + fs.at + " > 0 AND " + fs.at + " <= " + c.now + " - ? AND " + inQueue("") + " LIMIT 1) IS NOT NULL" +
 		" ORDER BY f.name")
 	collect := func(rs sqldb.Rows, err error) error {
 		names, err = scanStrings(rs, err)
@@ -325,12 +333,12 @@ func (c *common) flowPick(fs flowSpelling, f lockedFlow, queue string, now, retr
 	m := flowScan(n)
 	waiting := func(part, keyTest string) string {
 		return "SELECT id, flow_key, " + part + " AS part, available_at AS o1, id AS o2 FROM " + c.jobs +
-			" WHERE flow_name = " + p(f.Name) + " AND " + at + " = " + parked + " AND flow_key " + keyTest + " " + p(cursor) +
+			" WHERE flow_name = " + p(f.Name) + " AND " + at + " = 0 AND flow_key " + keyTest + " " + p(cursor) +
 			" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY flow_key, available_at, id LIMIT " + p(m)
 	}
-	run := "SELECT flow_key, COUNT(*) AS c FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) + " AND " + at + " > " + parked + " + " + p(now) + " - " + p(retryAfter) + " GROUP BY flow_key"
+	run := "SELECT flow_key, COUNT(*) AS c FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) + " AND " + at + " > " + p(now-retryAfter) + " GROUP BY flow_key"
 	exp := "SELECT id, flow_key, 0 AS part, " + at + " AS o1, id AS o2 FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) +
-		" AND " + at + " > " + parked + " AND " + at + " <= " + parked + " + " + p(now) + " - " + p(retryAfter) +
+		" AND " + at + " > 0 AND " + at + " <= " + p(now-retryAfter) +
 		" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY " + at + " LIMIT " + p(n)
 	after := waiting("1", ">")
 	round := waiting("2", "<=")
@@ -363,10 +371,10 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 	returning := "id, payload, attempts, reserved_at - " + parked + ", available_at, created_at, reservation_token"
 	if fs.oneStatement {
 		q := with + ", upd AS (UPDATE " + c.jobs + " SET " + flowClaimSet + ", reserved_at = " + parked + " + ? FROM ok WHERE " + c.jobs + ".id = ok.id" +
-			" AND " + c.jobs + ".flow_name = ? AND " + flowDue(fs.at, "?") + " RETURNING " + c.jobs + "." + strings.ReplaceAll(returning, ", ", ", "+c.jobs+".") + ")," +
+			" AND " + c.jobs + ".flow_name = ? AND " + flowDue(fs.at, "?", "?") + " RETURNING " + c.jobs + "." + strings.ReplaceAll(returning, ", ", ", "+c.jobs+".") + ")," +
 			" cur AS (UPDATE " + c.flowTable() + " SET key_cursor = (SELECT k FROM last) WHERE name = ? AND (SELECT k FROM last) IS NOT NULL)" +
 			" SELECT * FROM upd ORDER BY 5, 1"
-		args = append(args, now, f.Name, now, now, retryAfter, f.Name)
+		args = append(args, now, f.Name, now, now-retryAfter, f.Name)
 		rs, err := tx.Query(ctx, c.rebind(q), args...)
 		return limitedRows(appendClaimed(nil, rs, err, queue, c.ints))
 	}
@@ -408,8 +416,8 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 		return nil, nil
 	}
 	in := sqldb.Ints(take)
-	if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+flowClaimSet+", reserved_at = "+parked+" + ? WHERE id IN ("+in+") AND flow_name = ? AND "+flowDue(fs.at, "?")),
-		now, f.Name, now, now, retryAfter); err != nil {
+	if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+flowClaimSet+", reserved_at = "+parked+" + ? WHERE id IN ("+in+") AND flow_name = ? AND "+flowDue(fs.at, "?", "?")),
+		now, f.Name, now, now-retryAfter); err != nil {
 		return nil, err
 	}
 	rs, err = tx.Query(ctx, c.rebind("SELECT "+returning+" FROM "+c.jobs+" WHERE id IN ("+in+") AND reserved_at = "+parked+" + ? ORDER BY available_at, id"), now)
