@@ -52,7 +52,12 @@ var parked = strconv.FormatInt(Parked, 10)
 // parkedOffset is a limited row's reserved_at - Parked, written as the
 // limit's index holds it (migration 00014) on the databases that index
 // an expression: 0 while the job waits, its claim's time while it runs.
-var parkedOffset = "(reserved_at - " + parked + ")"
+// COALESCE, though a limited row's reserved_at is never NULL: a test of
+// reserved_at itself implies reserved_at IS NOT NULL, the predicate of
+// the plain claim's (queue, reserved_at) index, and a planner whose
+// statistics predate the limited rows priced a whole scan of that index
+// at nothing and read every waiting job for each part of a claim.
+var parkedOffset = "(COALESCE(reserved_at, 0) - " + parked + ")"
 
 // unreserve is the SET clause that ends a reservation: the row waits
 // again, parked when it runs under a limit.
