@@ -110,6 +110,32 @@ type flowSpelling struct {
 	// oneStatement: the database runs UPDATE in a WITH clause, so the
 	// choice, the claim and the cursor's move are one statement.
 	oneStatement bool
+	// rowCompare: the database reads an index range from a row
+	// comparison, (flow_key, available_at, id) > (?, ?, ?); elsewhere it
+	// is spelled out column by column.
+	rowCompare bool
+	// limitSubquery: LIMIT takes a scalar subquery, so the read round
+	// from the first job stops at once when the read past the cursor
+	// found enough due jobs; elsewhere it reads flowScan(n) always.
+	limitSubquery bool
+}
+
+// past is the test that a job comes after pos in a limit's claim order
+// (after), or not (!after), with its arguments added by p.
+func (fs flowSpelling) past(p func(any) string, pos flowPos, after bool) string {
+	if fs.rowCompare {
+		op := "<="
+		if after {
+			op = ">"
+		}
+		return "(flow_key, available_at, id) " + op + " (" + p(pos.key) + ", " + p(pos.av) + ", " + p(pos.id) + ")"
+	}
+	t := "(flow_key > " + p(pos.key) + " OR (flow_key = " + p(pos.key) + " AND (available_at > " + p(pos.av) +
+		" OR (available_at = " + p(pos.av) + " AND id > " + p(pos.id) + "))))"
+	if after {
+		return t
+	}
+	return "NOT " + t
 }
 
 // flowDue is the predicate of a limited job a claim may take, on column
@@ -206,13 +232,24 @@ func (c *common) insertFlow(ctx context.Context, ex sqldb.Execer, rows []PushRow
 
 // flowScan is how many waiting jobs a limited claim of n reads at most:
 // keys past them get their turn at the next claims, which start after the
-// last key read.
+// last job read.
 func flowScan(n int) int { return max(4*n, 100) }
 
-// lockedFlow is a limit a claim holds: its caps and key cursor.
+// lockedFlow is a limit a claim holds: its caps and cursor.
 type lockedFlow struct {
 	Flow
-	cursor *string
+	cursor *flowPos
+}
+
+// flowPos is a waiting job's place in a limit's claim order: its key,
+// then available_at, then id. A limit's cursor is the place of the last
+// job a claim read: the next claim reads on from there, so every key gets
+// its turn however many jobs the keys before it hold, and a claim does
+// not walk again the index entries of the jobs claimed before it (on
+// PostgreSQL they stay, dead, until VACUUM).
+type flowPos struct {
+	key    string
+	av, id int64
 }
 
 // claimFlow is ClaimFlow in the spelling fs: in one transaction, lock the
@@ -284,7 +321,7 @@ func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs 
 	for i, n := range names {
 		args[i] = n
 	}
-	rows, err := tx.Query(ctx, c.rebind("SELECT name, per_key, total, key_cursor, "+c.now+" FROM "+c.flowTable()+
+	rows, err := tx.Query(ctx, c.rebind("SELECT name, per_key, total, key_cursor, cursor_av, cursor_id, "+c.now+" FROM "+c.flowTable()+
 		" WHERE name IN ("+sqldb.List(len(names))+") ORDER BY name"+fs.lock), args...)
 	if err != nil {
 		return nil, 0, err
@@ -298,14 +335,15 @@ func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs 
 		var (
 			f          lockedFlow
 			per, total int64
-			cursor     sql.NullString
+			key        sql.NullString
+			av, id     sql.NullInt64
 		)
-		if err := rows.Scan(&f.Name, c.ints(&per), c.ints(&total), &cursor, c.ints(&now)); err != nil {
+		if err := rows.Scan(&f.Name, c.ints(&per), c.ints(&total), &key, &av, &id, c.ints(&now)); err != nil {
 			return nil, 0, err
 		}
 		f.PerKey, f.Total = int(per), int(total)
-		if cursor.Valid {
-			f.cursor = &cursor.String
+		if key.Valid && av.Valid && id.Valid {
+			f.cursor = &flowPos{key.String, av.Int64, id.Int64}
 		}
 		flows = append(flows, f)
 	}
@@ -319,48 +357,64 @@ func (c *common) lockFlows(ctx context.Context, tx sqldb.Tx, names []string, fs 
 //	run   the limit's jobs running, by key (claimed less than retryAfter
 //	      ago, in any queue);
 //	scan  candidates in claim order: expired reservations of queue (part
-//	      0), then the jobs waiting, key by key from f's cursor (part 1)
-//	      and round from the first key to it (part 2), flowScan(n) of each;
+//	      0), then the jobs waiting, key by key past f's cursor (part 1)
+//	      and round from the first up to it (part 2), flowScan(n) of each;
 //	fit   those due whose key has room beside its jobs running, numbered;
 //	lim   how many the total lets start (n when it has no total);
 //	ok    the first lim of fit: the jobs to claim;
-//	last  the key the cursor moves to: the last key read before the claim
-//	      filled, or the last key read; NULL (it stays) when the total is
-//	      full or only expired reservations were taken.
+//	last  the place the cursor moves to: of the last job read before the
+//	      claim filled, or of the last job read; no row (it stays) when
+//	      the total is full or only expired reservations were taken.
 func (c *common) flowPick(fs flowSpelling, f lockedFlow, queue string, now, retryAfter int64, n int) (string, []any) {
 	var args []any
 	p := func(v any) string { args = append(args, v); return "?" }
 	at := fs.at
-	cursor := ""
-	if f.cursor != nil {
-		cursor = *f.cursor
-	}
 	m := flowScan(n)
-	waiting := func(part, keyTest string) string {
-		return "SELECT id, flow_key, " + part + " AS part, available_at AS o1, id AS o2 FROM " + c.jobs +
-			" WHERE flow_name = " + p(f.Name) + " AND " + at + " = 0 AND flow_key " + keyTest + " " + p(cursor) +
-			" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY flow_key, available_at, id LIMIT " + p(m)
+	// after and round read the waiting jobs past the cursor, then from
+	// the first up to it; with no cursor, after reads from the first and
+	// round reads nothing.
+	waiting := func(part string, after bool, limit func() string) string {
+		where := "flow_name = " + p(f.Name) + " AND " + at + " = 0"
+		switch {
+		case f.cursor != nil:
+			where += " AND " + fs.past(p, *f.cursor, after)
+		case !after:
+			where += " AND 1 = 0"
+		}
+		return "SELECT id, flow_key, " + part + " AS part, available_at AS o1, id AS o2 FROM " + c.jobs + " WHERE " + where +
+			" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY flow_key, available_at, id LIMIT " + limit()
 	}
 	run := "SELECT flow_key, COUNT(*) AS c FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) + " AND " + at + " > " + p(now-retryAfter) + " GROUP BY flow_key"
 	exp := "SELECT id, flow_key, 0 AS part, " + at + " AS o1, id AS o2 FROM " + c.jobs + " WHERE flow_name = " + p(f.Name) +
 		" AND " + at + " > 0 AND " + at + " <= " + p(now-retryAfter) +
 		" AND CASE WHEN queue = " + p(queue) + " THEN 1 ELSE 0 END = 1 ORDER BY " + at + " LIMIT " + p(n)
-	after := waiting("1", ">")
-	round := waiting("2", "<=")
+	scanLimit := func() string { return p(m) }
+	after := waiting("1", true, scanLimit)
+	roundLimit := scanLimit
+	if fs.limitSubquery {
+		// On PostgreSQL the head of a limit's waiting jobs is the index
+		// entries of every job claimed since the last VACUUM: read it
+		// only when the jobs past the cursor were not enough.
+		roundLimit = func() string {
+			return "(SELECT CASE WHEN COUNT(*) >= " + p(m) + " THEN 0 ELSE " + p(m) + " END FROM after WHERE o1 <= " + p(now) + ")"
+		}
+	}
+	round := waiting("2", false, roundLimit)
 	due := "s.part = 0 OR s.o1 <= " + p(now)
 	due2 := "s.part = 0 OR s.o1 <= " + p(now)
 	due3 := "s.part = 0 OR s.o1 <= " + p(now)
-	ranked := "SELECT s.id, s.flow_key, s.part, ROW_NUMBER() OVER (ORDER BY s.part, CASE WHEN s.part = 0 THEN s.o1 ELSE 0 END, s.flow_key, s.o1, s.o2) AS pos," +
+	ranked := "SELECT s.id, s.flow_key, s.part, s.o1, s.o2, ROW_NUMBER() OVER (ORDER BY s.part, CASE WHEN s.part = 0 THEN s.o1 ELSE 0 END, s.flow_key, s.o1, s.o2) AS pos," +
 		" CASE WHEN " + due + " THEN ROW_NUMBER() OVER (PARTITION BY s.flow_key, CASE WHEN " + due2 + " THEN 1 ELSE 0 END ORDER BY s.part, s.o1, s.o2) END AS rk," +
 		" CASE WHEN " + due3 + " THEN 1 ELSE 0 END AS due FROM scan s"
-	fit := "SELECT r.id, r.flow_key, r.part, r.pos, ROW_NUMBER() OVER (ORDER BY r.pos) AS fpos FROM ranked r LEFT JOIN run ON run.flow_key = r.flow_key" +
+	fit := "SELECT r.id, r.flow_key, r.part, r.o1, r.o2, r.pos, ROW_NUMBER() OVER (ORDER BY r.pos) AS fpos FROM ranked r LEFT JOIN run ON run.flow_key = r.flow_key" +
 		" WHERE r.due = 1 AND r.rk + COALESCE(run.c, 0) <= " + p(f.PerKey)
 	left := p(f.Total) + " - COALESCE((SELECT SUM(c) FROM run), 0)"
 	lim := "SELECT CASE WHEN " + p(f.Total) + " > 0 AND " + left + " < " + p(n) + " THEN " + p(f.Total) + " - COALESCE((SELECT SUM(c) FROM run), 0) ELSE " + p(n) + " END AS n"
-	ok := "SELECT fit.id, fit.flow_key, fit.part, fit.pos FROM fit, lim WHERE fit.fpos <= lim.n"
-	last := "SELECT CASE WHEN (SELECT n FROM lim) <= 0 THEN NULL" +
-		" WHEN (SELECT COUNT(*) FROM ok) >= (SELECT n FROM lim) THEN (SELECT flow_key FROM ok WHERE part > 0 ORDER BY pos DESC LIMIT 1)" +
-		" ELSE (SELECT flow_key FROM ranked WHERE part > 0 ORDER BY pos DESC LIMIT 1) END AS k"
+	ok := "SELECT fit.id, fit.flow_key, fit.part, fit.o1, fit.o2, fit.pos FROM fit, lim WHERE fit.fpos <= lim.n"
+	last := "SELECT x.k, x.av, x.id FROM (SELECT flow_key AS k, o1 AS av, o2 AS id, pos, 1 AS src FROM ok WHERE part > 0" +
+		" UNION ALL SELECT flow_key, o1, o2, pos, 2 FROM ranked WHERE part > 0) x" +
+		" WHERE (SELECT n FROM lim) > 0 AND x.src = CASE WHEN (SELECT COUNT(*) FROM ok) >= (SELECT n FROM lim) THEN 1 ELSE 2 END" +
+		" ORDER BY x.pos DESC LIMIT 1"
 	return "WITH run AS (" + run + "), exp AS (" + exp + "), after AS (" + after + "), round AS (" + round + ")," +
 		" scan AS (SELECT * FROM exp UNION ALL SELECT * FROM after UNION ALL SELECT * FROM round)," +
 		" ranked AS (" + ranked + "), fit AS (" + fit + "), lim AS (" + lim + "), ok AS (" + ok + "), last AS (" + last + ")", args
@@ -377,32 +431,32 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 	if fs.oneStatement {
 		q := with + ", upd AS (UPDATE " + c.jobs + " SET " + flowClaimSet + ", reserved_at = " + parked + " + ? FROM ok WHERE " + c.jobs + ".id = ok.id" +
 			" AND " + c.jobs + ".flow_name = ? AND " + flowDue(fs.at, "?", "?") + " RETURNING " + c.jobs + "." + strings.ReplaceAll(returning, ", ", ", "+c.jobs+".") + ")," +
-			" cur AS (UPDATE " + c.flowTable() + " SET key_cursor = (SELECT k FROM last) WHERE name = ? AND (SELECT k FROM last) IS NOT NULL)" +
+			" cur AS (UPDATE " + c.flowTable() + " SET key_cursor = last.k, cursor_av = last.av, cursor_id = last.id FROM last WHERE name = ?)" +
 			" SELECT * FROM upd ORDER BY 5, 1"
 		args = append(args, now, f.Name, now, now-retryAfter, f.Name)
 		rs, err := tx.Query(ctx, c.rebind(q), args...)
 		return limitedRows(appendClaimed(nil, rs, err, queue, c.ints))
 	}
-	rs, err := tx.Query(ctx, c.rebind(with+" SELECT 0 AS kind, id, flow_key FROM ok UNION ALL SELECT 1, 0, k FROM last"), args...)
+	rs, err := tx.Query(ctx, c.rebind(with+" SELECT 0 AS kind, id, flow_key, 0 AS av FROM ok UNION ALL SELECT 1, id, k, av FROM last"), args...)
 	if err != nil {
 		return nil, err
 	}
 	var (
 		take []int64
-		last sql.NullString
+		last *flowPos
 	)
 	err = func() error {
 		defer rs.Close()
 		for rs.Next() {
 			var (
-				kind, id int64
-				key      sql.NullString
+				kind, id, av int64
+				key          string
 			)
-			if err := rs.Scan(c.ints(&kind), c.ints(&id), &key); err != nil {
+			if err := rs.Scan(c.ints(&kind), c.ints(&id), &key, c.ints(&av)); err != nil {
 				return err
 			}
 			if kind == 1 {
-				last = key
+				last = &flowPos{key, av, id}
 			} else {
 				take = append(take, id)
 			}
@@ -412,8 +466,8 @@ func (c *common) claimUnder(ctx context.Context, tx sqldb.Tx, f lockedFlow, queu
 	if err != nil {
 		return nil, err
 	}
-	if last.Valid {
-		if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.flowTable()+" SET key_cursor = ? WHERE name = ?"), last.String, f.Name); err != nil {
+	if last != nil {
+		if _, err := tx.Exec(ctx, c.rebind("UPDATE "+c.flowTable()+" SET key_cursor = ?, cursor_av = ?, cursor_id = ? WHERE name = ?"), last.key, last.av, last.id, f.Name); err != nil {
 			return nil, err
 		}
 	}

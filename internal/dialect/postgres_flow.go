@@ -9,7 +9,7 @@ import (
 // ClaimFlow runs under PostgresClaimPlanner, as the plain claim does.
 func (p *postgres) ClaimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
 	return p.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{lock: " FOR UPDATE", at: parkedOffset,
-		planner: PostgresClaimPlanner, query: claimWithIndexes, oneStatement: true})
+		planner: PostgresClaimPlanner, query: claimWithIndexes, oneStatement: true, rowCompare: true, limitSubquery: true})
 }
 
 // InsertFlow reads each id with RETURNING.

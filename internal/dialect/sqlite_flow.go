@@ -10,7 +10,7 @@ import (
 // database: no other claim counts at the same time, and nothing is
 // locked row by row.
 func (s *sqlite) ClaimFlow(ctx context.Context, db sqldb.DB, queue string, retryAfter int64, n int) ([]JobRow, error) {
-	return s.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{tx: s.lockTx, at: parkedOffset})
+	return s.claimFlow(ctx, db, queue, retryAfter, n, flowSpelling{tx: s.lockTx, at: parkedOffset, rowCompare: true})
 }
 
 // PlacesFreed does nothing: SQLite has no notifications, and a process

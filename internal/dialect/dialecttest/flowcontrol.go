@@ -158,11 +158,13 @@ func claimFlowPerKey(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(again) != 2 || again[0].ID != ids[1] || again[1].ID != ids[2] {
-		t.Fatalf("after a1 ended and a2 expired the claim took %v, want a2 (taken over) and a3", rowIDs(again))
+	// The cursor stopped at b1, the last job the first claim read before
+	// it filled: b2 is next past it, a3 only round from the first.
+	if len(again) != 2 || again[0].ID != ids[1] || again[1].ID != ids[4] {
+		t.Fatalf("after a1 ended and a2 expired the claim took %v, want a2 (taken over) and b2 (next past the cursor)", rowIDs(again))
 	}
 	if again[0].Attempts != 2 || !dialect.FollowsAbandoned(again[0].Token) || dialect.FollowsAbandoned(again[1].Token) {
-		t.Fatalf("a2 taken over: attempts %d, abandoned mark %v; a3 mark %v: want 2, true, false",
+		t.Fatalf("a2 taken over: attempts %d, abandoned mark %v; b2 mark %v: want 2, true, false",
 			again[0].Attempts, dialect.FollowsAbandoned(again[0].Token), dialect.FollowsAbandoned(again[1].Token))
 	}
 }
@@ -225,9 +227,9 @@ func rowIDs(rows []dialect.JobRow) []int64 {
 	return out
 }
 
-// ClaimFlow visits the keys in turn from where the last claim stopped, so
-// a key with one job behind another key's thousands starts at once, and
-// claims of one job go round the keys.
+// ClaimFlow reads on from where the last claim stopped, so a key with one
+// job behind another key's thousands starts within a few claims, and
+// claims of one job go through the keys.
 func claimFlowTurns(t *testing.T, s *suite) {
 	o := s.own(t)
 	q := o.queue(t)
@@ -242,18 +244,24 @@ func claimFlowTurns(t *testing.T, s *suite) {
 		t.Fatalf("claimed %v, want big's first two and small's one (%d, %d, %d)", got, big[0], big[1], small[0])
 	}
 
+	// Claims of one job read on from the job the last claim read: the
+	// jobs in claim order, key by key, each key's in push order; a key
+	// at its limit is passed over.
 	r := o.queue(t)
-	declare(t, o, dialect.Flow{Name: "round", PerKey: 5})
-	ids := insertLimited(t, o, r, "round", []string{"a", "b", "c"}, 6) // a b c a b c
-	want := []int64{ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]}
+	declare(t, o, dialect.Flow{Name: "round", PerKey: 2})
+	ids := insertLimited(t, o, r, "round", []string{"a", "b", "c"}, 9) // a b c a b c a b c
+	want := []int64{ids[0], ids[3], ids[1], ids[4], ids[2], ids[5]}    // a1 a2 b1 b2 c1 c2; a3 waits: a has 2 running
 	for i, id := range want {
 		rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, r, 3600, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rows) != 1 || rows[0].ID != id {
-			t.Fatalf("claim %d of one job took %v, want %d: the keys a, b, c in turn", i, rowIDs(rows), id)
+			t.Fatalf("claim %d of one job took %v, want %d (claim order a1 a2 b1 b2 c1 c2, two a key)", i, rowIDs(rows), id)
 		}
+	}
+	if rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, r, 3600, 1); err != nil || len(rows) != 0 {
+		t.Fatalf("with every key at its limit a claim took %v (%v)", rowIDs(rows), err)
 	}
 }
 
