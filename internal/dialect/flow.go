@@ -138,14 +138,6 @@ func (fs flowSpelling) past(p func(any) string, pos flowPos, after bool) string 
 	return "NOT " + t
 }
 
-// flowDue is the predicate of a limited job a claim may take, on column
-// at (flowSpelling.at): parked and due at now, or running with a
-// reservation that expired (claimed at cutoff = now - retryAfter or
-// before: its holder died). now and cutoff are expressions, or "?".
-func flowDue(at, now, cutoff string) string {
-	return "((" + at + " = 0 AND available_at <= " + now + ") OR (" + at + " > 0 AND " + at + " <= " + cutoff + "))"
-}
-
 // flowStill is the claim's last check that a job it chose is still to
 // take (parked and due, or its reservation expired at the cutoff), in a
 // form no index serves, so the claim reads its jobs by id. Params: now,
