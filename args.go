@@ -64,6 +64,10 @@ type JobOptions struct {
 	// to push one job of a unique type without a lock, clear the NewJob's
 	// Unique that JobFor returns and push that.
 	Unique *Unique
+	// Concurrency runs the type's jobs under a limit (see Concurrency). A
+	// push's Concurrency replaces the type's whole; a job whose args have
+	// a ConcurrencyKey method gets its Key from it when Key is empty.
+	Concurrency *Concurrency
 }
 
 // merge returns o with the non-zero fields of over laid on top.
@@ -93,6 +97,9 @@ func (o JobOptions) merge(over JobOptions) JobOptions {
 	if over.Unique != nil {
 		o.Unique = over.Unique
 	}
+	if over.Concurrency != nil {
+		o.Concurrency = over.Concurrency
+	}
 	return o
 }
 
@@ -121,6 +128,13 @@ func JobFor(args JobArgs, opts ...JobOptions) NewJob {
 	if o.Unique != nil {
 		u := *o.Unique // the job's own copy: a middleware may edit it
 		j.Unique = &u
+	}
+	if o.Concurrency != nil {
+		c := *o.Concurrency
+		if k, ok := args.(ConcurrencyKeyer); ok && c.Key == "" {
+			c.Key = k.ConcurrencyKey()
+		}
+		j.Concurrency = &c
 	}
 	return j
 }

@@ -107,6 +107,9 @@ func (q *Queue) Batch(ctx context.Context, opts BatchOptions, jobs ...NewJob) (*
 	if err := refuseUnique("Batch", "a batch takes no unique locks; push unique jobs on their own", jobs); err != nil {
 		return nil, err
 	}
+	if err := q.declareFlows(ctx, jobs); err != nil {
+		return nil, err
+	}
 	id := newUUID()
 	rows := make([]dialect.PushRow, len(jobs))
 	for i, j := range jobs {
@@ -127,7 +130,7 @@ func (q *Queue) Batch(ctx context.Context, opts BatchOptions, jobs ...NewJob) (*
 			if err != nil {
 				return err
 			}
-			if _, err := q.sql.Insert(ctx, tx, rows, notify); err != nil {
+			if _, err := q.insert(ctx, tx, rows, notify); err != nil {
 				return err
 			}
 			b, _, err = q.batches().FindBatch(ctx, tx, id)
@@ -225,6 +228,11 @@ type ChainLink struct {
 func (q *Queue) PushChain(ctx context.Context, jobs ...NewJob) (int64, error) {
 	if len(jobs) == 0 {
 		return 0, errors.New("dbqueue: PushChain: no jobs: a chain needs at least one")
+	}
+	for i, j := range jobs {
+		if j.Concurrency != nil {
+			return 0, fmt.Errorf("dbqueue: PushChain: job %d (%q) sets Concurrency: a chain's later jobs would run outside the limit; push limited jobs on their own", i, j.Name)
+		}
 	}
 	if err := refuseUnique("PushChain", "a chain takes no unique locks; push unique jobs on their own", jobs); err != nil {
 		return 0, err

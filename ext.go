@@ -33,8 +33,8 @@ func (e workerOps) ReleaseMany(ctx context.Context, rs []Releasing) ([]*Job, err
 // to failed_jobs at claim time (a malformed payload, ErrAttemptsExhausted),
 // so the worker logs it and fires its failure hooks, and short (when not
 // nil) for each queue whose claim took fewer rows than it asked for.
-func (e workerOps) Reserve(ctx context.Context, n int, queues []string, failed func(job *Job, cause error), short func(queue string)) ([]*Job, error) {
-	return e.q.reserve(ctx, n, failed, short, queues)
+func (e workerOps) Reserve(ctx context.Context, n, limited int, queues []string, failed func(job *Job, cause error), short func(queue string)) ([]*Job, error) {
+	return e.q.reserve(ctx, n, limited, failed, short, queues)
 }
 
 // ReadyQueues returns those of queues that hold a job a claim would take

@@ -84,6 +84,7 @@ func (q *Queue) deleteMany(ctx context.Context, jobs []*Job) (lost []*Job, err e
 		if err != nil {
 			return lost, sqldb.Wrap("delete", err)
 		}
+		q.placesFreed(ctx, chunk)
 		if len(deleted) == len(chunk) {
 			continue // a reservation names one row: all were held
 		}
@@ -181,6 +182,7 @@ func (q *Queue) unreserve(ctx context.Context, job *Job) error {
 	if err != nil {
 		return sqldb.Wrap("unreserve", err)
 	}
+	q.placesFreed(ctx, []*Job{job})
 	if !held {
 		return notHeld(job)
 	}
@@ -226,6 +228,7 @@ func (q *Queue) Fail(ctx context.Context, job *Job, cause error) error {
 	if err != nil {
 		return sqldb.Wrap("fail", err)
 	}
+	q.placesFreed(ctx, []*Job{job})
 	if !held {
 		if q.failedAlready(ctx, job, fs) {
 			return nil

@@ -34,6 +34,9 @@ type Job struct {
 	// token is the reservation token the claim drew: with ID it names this
 	// reservation, and no other claim of the row ever gets the same one.
 	token int64
+	// limited: the job runs under a concurrency limit; its end wakes
+	// the workers of this process (Queue.placesFreed).
+	limited bool
 }
 
 // ExpiresAt is when, by this process's clock, the reservation runs out and
@@ -42,6 +45,10 @@ func (j *Job) ExpiresAt() time.Time { return j.expires }
 
 // Name is the name the job's handler is registered under.
 func (j *Job) Name() string { return j.Payload.Name() }
+
+// Limited reports whether the job runs under a concurrency limit
+// (Concurrency): its place in the limit is taken until it ends.
+func (j *Job) Limited() bool { return j.limited }
 
 // Decode unmarshals the job's data into v.
 func (j *Job) Decode(v any) error {
@@ -57,7 +64,7 @@ func newJob(j *Job, r dialect.JobRow, expires time.Time) error {
 	*j = Job{
 		ID: r.ID, Queue: r.Queue, Attempts: r.Attempts, RawPayload: r.Payload,
 		AvailableAt: time.Unix(r.AvailableAt, 0), CreatedAt: time.Unix(r.CreatedAt, 0),
-		expires: expires, token: r.Token,
+		expires: expires, token: r.Token, limited: r.Limited,
 	}
 	if r.Reserved {
 		j.ReservedAt = time.Unix(r.ReservedAt, 0)

@@ -357,6 +357,10 @@ type NewJob struct {
 	// type can set it for every push (JobOptions.Unique). Chains, batches
 	// and periodic schedules refuse it.
 	Unique *Unique
+	// Concurrency, when set, runs the job under a concurrency limit that
+	// every worker process obeys when it claims (see Concurrency). Chains
+	// refuse it.
+	Concurrency *Concurrency
 }
 
 // SetHeader sets one header on a copy of the job's headers, so a push

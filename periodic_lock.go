@@ -42,6 +42,9 @@ func (e workerOps) PushScheduledTick(ctx context.Context, job NewJob, schedule, 
 	if err != nil {
 		return 0, false, err
 	}
+	if err := q.declareFlows(ctx, []NewJob{job}); err != nil {
+		return 0, false, err
+	}
 	data, err := encodeData(job.Data)
 	if err != nil {
 		return 0, false, err
@@ -81,6 +84,9 @@ func (e workerOps) PushScheduleStart(ctx context.Context, job NewJob, schedule s
 	if err != nil {
 		return 0, false, err
 	}
+	if err := q.declareFlows(ctx, []NewJob{job}); err != nil {
+		return 0, false, err
+	}
 	lock := dialect.UniqueLock{Key: lockKey("periodic-start", schedule), Mode: dialect.UntilExpired, ExpiresAt: &until, StaleAt: &at}
 	return q.pushUnderTickLocks(ctx, rows, []dialect.UniqueLock{lock}, "push periodic job at start")
 }
@@ -104,7 +110,7 @@ func (q *Queue) pushUnderTickLocks(ctx context.Context, rows []dialect.PushRow, 
 					return errTickTaken{holder}
 				}
 			}
-			ids, err := q.sql.Insert(ctx, tx, rows, notify)
+			ids, err := q.insert(ctx, tx, rows, notify)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/dbqueue/dbqueue/internal/dialect"
 	"github.com/dbqueue/dbqueue/internal/sqldb"
@@ -45,6 +46,12 @@ func (q *Queue) row(j NewJob, edit func(*Payload)) (dialect.PushRow, error) {
 		return dialect.PushRow{}, err
 	}
 	row := dialect.PushRow{Queue: queue, Payload: payload, At: wholeSeconds(j.Delay)}
+	if c := j.Concurrency; c != nil {
+		if err := c.check(); err != nil {
+			return dialect.PushRow{}, fmt.Errorf("dbqueue: job %q: %w", j.Name, err)
+		}
+		row.Flow, row.FlowKey = c.Limit, c.Key
+	}
 	if !j.RunAt.IsZero() {
 		row.Absolute, row.At = true, j.RunAt.Unix()
 	}
@@ -107,6 +114,9 @@ func (q *Queue) write(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]in
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := q.declareFlows(ctx, jobs); err != nil {
+		return nil, nil, err
+	}
 	if locks == nil && ex == nil {
 		ids, err := q.pushRows(ctx, rows)
 		return ids, nil, err
@@ -114,7 +124,7 @@ func (q *Queue) write(ctx context.Context, ex sqldb.Execer, jobs []NewJob) ([]in
 	notify := q.wake.shouldNotify(rows)
 	switch {
 	case locks == nil:
-		ids, err := q.sql.Insert(ctx, ex, rows, notify)
+		ids, err := q.insert(ctx, ex, rows, notify)
 		if err != nil {
 			return nil, nil, sqldb.Wrap("push", err)
 		}
@@ -156,11 +166,11 @@ func (q *Queue) pushRows(ctx context.Context, rows []dialect.PushRow) ([]int64, 
 	var ids []int64
 	err = sqldb.Retry(ctx, func() error {
 		if len(rows) <= pushChunk {
-			ids, err = q.sql.Insert(ctx, q.db, rows, notify)
+			ids, err = q.insert(ctx, q.db, rows, notify)
 			return err
 		}
 		return sqldb.InTx(ctx, q.db, sqldb.TxOptions{}, func(tx sqldb.Tx) error {
-			ids, err = q.sql.Insert(ctx, tx, rows, notify)
+			ids, err = q.insert(ctx, tx, rows, notify)
 			return err
 		})
 	})

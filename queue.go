@@ -43,6 +43,7 @@ type Queue struct {
 	connection string
 	queue      string
 	retryAfter int64 // seconds
+	flows      flows // the concurrency limits it knows (concurrency.go)
 	wake       *notifier
 	// listenDSN and noListen: WithListenDSN, WithoutListen.
 	listenDSN string

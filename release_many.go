@@ -54,6 +54,11 @@ func (q *Queue) releaseMany(ctx context.Context, rs []Releasing) (lost []*Job, e
 		if err != nil {
 			return lost, sqldb.Wrap("release", err)
 		}
+		ended := make([]*Job, len(chunk))
+		for i, r := range chunk {
+			ended[i] = r.Job
+		}
+		q.placesFreed(ctx, ended)
 		for i, r := range chunk {
 			if !released[rel[i].Key()] {
 				lost = append(lost, r.Job)

@@ -32,7 +32,7 @@ var ErrAttemptsExhausted = errors.New("dbqueue: the job was reserved as many tim
 // A row whose payload does not decode is moved to failed_jobs with the
 // decode error instead of being returned, so it never blocks the queue.
 func (q *Queue) Reserve(ctx context.Context, n int, queues ...string) ([]*Job, error) {
-	return q.reserve(ctx, n, nil, nil, queues)
+	return q.reserve(ctx, n, n, nil, nil, queues)
 }
 
 // claimFailed hears a job Reserve moved to failed_jobs at claim time,
@@ -46,7 +46,7 @@ type claimFailed func(job *Job, cause error)
 // failed at claim time, so a worker can log it and fire its hooks, and
 // short (when not nil) of each queue whose claim took fewer rows than it
 // asked for: a queue the claim found empty, or emptied.
-func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, short func(queue string), queues []string) ([]*Job, error) {
+func (q *Queue) reserve(ctx context.Context, n, limited int, failed claimFailed, short func(queue string), queues []string) ([]*Job, error) {
 	if n < 1 || n > maxReserve {
 		return nil, fmt.Errorf("dbqueue: Reserve(%d): n must be between 1 and %d", n, maxReserve)
 	}
@@ -62,7 +62,12 @@ func (q *Queue) reserve(ctx context.Context, n int, failed claimFailed, short fu
 			return jobs, err
 		}
 		want := n - len(jobs)
-		got, claimed, err := q.reserveFrom(ctx, name, want, failed)
+		got, claimed, err := q.reserveFrom(ctx, name, want, limited, failed)
+		for _, j := range got {
+			if j.limited {
+				limited--
+			}
+		}
 		if afterClaim != nil {
 			afterClaim(q, name)
 		}
@@ -174,14 +179,14 @@ var afterClaim func(q *Queue, queue string)
 
 // reserveFrom claims up to n jobs from queue; claimed counts the rows the
 // claim took, jobs among them that failed at claim time included.
-func (q *Queue) reserveFrom(ctx context.Context, queue string, n int, failed claimFailed) (_ []*Job, claimed int, _ error) {
+func (q *Queue) reserveFrom(ctx context.Context, queue string, n, limited int, failed claimFailed) (_ []*Job, claimed int, _ error) {
 	var rows []dialect.JobRow
 	// Taken before the claim, so the local deadline is never late, and a
 	// second early: the database stamps reserved_at in whole seconds, so it
 	// may count the reservation as up to a second older than we do.
 	expires := time.Now().Add(q.RetryAfter() - time.Second)
 	err := sqldb.Retry(ctx, func() (err error) {
-		rows, err = q.sql.Claim(ctx, q.db, queue, q.retryAfter, n)
+		rows, err = q.claim(ctx, queue, n, limited)
 		return err
 	})
 	if err != nil {
@@ -227,6 +232,29 @@ func (q *Queue) claimed(ctx context.Context, rows []dialect.JobRow, expires time
 		return jobs, claimed, fmt.Errorf("dbqueue: move malformed payloads to failed_jobs: %w", failErr)
 	}
 	return jobs, claimed, nil
+}
+
+// claim claims up to n rows of queue: first, up to limit of them, those
+// waiting under a concurrency limit that the limits let start (when the
+// database has limits), then plain ones. A worker sets limit to its free
+// handlers: a limited job it claimed but could not start yet would hold a
+// place of the limit that another process could use.
+func (q *Queue) claim(ctx context.Context, queue string, n, limit int) ([]dialect.JobRow, error) {
+	if limit <= 0 || !q.anyFlows(ctx) {
+		return q.sql.Claim(ctx, q.db, queue, q.retryAfter, n)
+	}
+	limited, err := q.sql.ClaimFlow(ctx, q.db, queue, q.retryAfter, min(n, limit))
+	if err != nil || len(limited) == n {
+		return limited, err
+	}
+	rows, err := q.sql.Claim(ctx, q.db, queue, q.retryAfter, n-len(limited))
+	if err != nil {
+		if len(limited) > 0 {
+			return limited, nil // claimed and committed: hand them out
+		}
+		return nil, err
+	}
+	return append(limited, rows...), nil
 }
 
 // compareJobs orders a claim as the queue does: by availability, then id.

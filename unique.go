@@ -219,7 +219,7 @@ func (q *Queue) insertLocked(ctx context.Context, ex sqldb.Execer, rows []dialec
 		}
 	}
 	if len(insert) > 0 {
-		got, err := q.sql.Insert(ctx, ex, insert, notify)
+		got, err := q.insert(ctx, ex, insert, notify)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -180,7 +180,7 @@ func TestFSWithGoose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql", "00009_operator_view.sql", "00010_create_job_errors.sql", "00011_metrics_hourly.sql", "00012_jobs_autovacuum.sql", "00013_create_schedules.sql"}
+			want := []string{"00001_create_jobs.sql", "00002_create_signals.sql", "00003_reservation_token.sql", "00004_create_unique.sql", "00005_create_limits_locks.sql", "00006_create_batches.sql", "00007_claim_index.sql", "00008_byte_exact_names.sql", "00009_operator_view.sql", "00010_create_job_errors.sql", "00011_metrics_hourly.sql", "00012_jobs_autovacuum.sql", "00013_create_schedules.sql", "00014_flow_control.sql"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("FS files %v, want %v", names, want)
 			}

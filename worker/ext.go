@@ -12,7 +12,7 @@ import (
 type queueOps interface {
 	DeleteMany(ctx context.Context, jobs []*dbqueue.Job) ([]*dbqueue.Job, error)
 	ReleaseMany(ctx context.Context, rs []dbqueue.Releasing) ([]*dbqueue.Job, error)
-	Reserve(ctx context.Context, n int, queues []string, failed func(job *dbqueue.Job, cause error), short func(queue string)) ([]*dbqueue.Job, error)
+	Reserve(ctx context.Context, n, limited int, queues []string, failed func(job *dbqueue.Job, cause error), short func(queue string)) ([]*dbqueue.Job, error)
 	ReadyQueues(ctx context.Context, queues []string) ([]string, error)
 	Unreserve(ctx context.Context, job *dbqueue.Job) error
 	Wakeups(queues ...string) (<-chan struct{}, func())

@@ -106,7 +106,7 @@ func (w *Worker) RunOnce(ctx context.Context) ([]Result, error) {
 		claimFailed []*Result
 	)
 	for {
-		got, err := w.ops.Reserve(ctx, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
+		got, err := w.ops.Reserve(ctx, runOnceBatch, runOnceBatch, queues, func(job *dbqueue.Job, cause error) {
 			claimFailed = append(claimFailed, &Result{Job: job, Err: cause})
 		}, nil)
 		jobs = append(jobs, got...)

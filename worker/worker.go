@@ -95,6 +95,9 @@ type run struct {
 	ready    chan *dbqueue.Job // reserved jobs waiting for a goroutine
 	freed    chan struct{}     // a goroutine finished a job
 	inFlight atomic.Int64      // reserved and not yet finished
+	// limitedSeen: a claim returned a job under a concurrency limit, so
+	// the loop's idle waits end once a batch of handlers is free.
+	limitedSeen atomic.Bool
 	// wakeAt is the in-flight count at or below which a finished job
 	// wakes the loop (signal); MaxInt64 wakes it for every job.
 	wakeAt    atomic.Int64
@@ -437,6 +440,9 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 		for _, j := range c.jobs {
 			r.inFlight.Add(1)
 			r.reserved.Add(1)
+			if j.Limited() {
+				r.limitedSeen.Store(true)
+			}
 			r.ready <- j
 		}
 	}
@@ -517,7 +523,13 @@ func (r *run) loop(ctx context.Context) (StopReason, error) {
 				return StopEmpty, nil
 			}
 			empty = nil
+			if r.limitedSeen.Load() {
+				// Jobs under a limit are claimed a batch of handlers at a
+				// time (limitedBatch): wake when that many are free.
+				r.wakeAt.Store(int64(o.Concurrency - limitedBatch(o)))
+			}
 			r.wait(ctx, idle)
+			r.wakeAt.Store(math.MaxInt64)
 			idle = min(idle*2, o.Sleep)
 			continue
 		}
@@ -629,8 +641,20 @@ func (r *run) readyQueues(ctx context.Context, queues []string) ([]string, error
 func (r *run) reserve(ctx context.Context, n int, queues []string, short func(queue string)) ([]*dbqueue.Job, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reserveTimeout)
 	defer cancel()
-	return r.w.ops.Reserve(rctx, n, queues, r.claimFailed, short)
+	// Jobs under a concurrency limit: no more than the handlers free now,
+	// so none waits here holding a place of its limit; and none until a
+	// batch of handlers is free, so a limit's jobs are not claimed one
+	// claim each as handlers free one by one.
+	limited := int(int64(r.w.opts.Concurrency) - r.inFlight.Load())
+	if limited < limitedBatch(r.w.opts) {
+		limited = 0
+	}
+	return r.w.ops.Reserve(rctx, n, limited, queues, r.claimFailed, short)
 }
+
+// limitedBatch is the fewest jobs under concurrency limits a claim asks
+// for: a quarter of the handlers.
+func limitedBatch(o Options) int { return max(1, o.Concurrency/4) }
 
 // claimFailed reports a job the claim moved to failed_jobs without running
 // it — its payload does not decode, or dbqueue.ErrAttemptsExhausted — as

@@ -76,10 +76,11 @@ type WorkerSide[Job, Releasing, Batch, NewJob, Search, SearchResult, ScheduleInf
 	DeleteMany(ctx context.Context, jobs []Job) ([]Job, error)
 	// ReleaseMany puts held jobs back and returns those no longer held.
 	ReleaseMany(ctx context.Context, rs []Releasing) ([]Job, error)
-	// Reserve claims up to n jobs of queues; failed is called for each job
-	// moved to failed_jobs at claim time, short (when not nil) for each
-	// queue whose claim took fewer rows than it asked for.
-	Reserve(ctx context.Context, n int, queues []string, failed func(job Job, cause error), short func(queue string)) ([]Job, error)
+	// Reserve claims up to n jobs of queues, of which at most limited run
+	// under a concurrency limit; failed is called for each job moved to
+	// failed_jobs at claim time, short (when not nil) for each queue whose
+	// claim took fewer rows than it asked for.
+	Reserve(ctx context.Context, n, limited int, queues []string, failed func(job Job, cause error), short func(queue string)) ([]Job, error)
 	// ReadyQueues returns those of queues that hold a job a claim would
 	// take now.
 	ReadyQueues(ctx context.Context, queues []string) ([]string, error)

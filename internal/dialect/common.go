@@ -422,7 +422,7 @@ func (c *common) deleteHeldReturning(ctx context.Context, db sqldb.DB, held []He
 // per-row payloads as arguments where given.
 func (c *common) releaseSet(rs []Release) (string, []any) {
 	var b strings.Builder
-	b.WriteString("reserved_at = NULL, available_at = " + c.now + " + CASE id")
+	b.WriteString(unreserve + ", available_at = " + c.now + " + CASE id")
 	for _, r := range rs {
 		b.WriteString(" WHEN " + strconv.FormatInt(r.ID, 10) + " THEN " + strconv.FormatInt(r.Delay, 10))
 	}
@@ -456,7 +456,7 @@ func (c *common) GiveBack(ctx context.Context, db sqldb.DB, h Held) (bool, error
 	// A give-back takes the attempt back and draws a new token, so one
 	// retried after a lost reply never matches a later claim, ours or a PHP
 	// worker's (which counts attempts and leaves the token alone).
-	res, err := db.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET reserved_at = NULL, attempts = attempts - 1, reservation_token = "+giveBackToken+c.held),
+	res, err := db.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+unreserve+", attempts = attempts - 1, reservation_token = "+giveBackToken+c.held),
 		h.ID, h.Token, h.Attempts)
 	return res.RowsAffected > 0, err
 }
@@ -872,7 +872,7 @@ func (c *common) Signals(ctx context.Context, ex sqldb.Execer, names []string) (
 
 func (c *common) CheckTables(ctx context.Context, ex sqldb.Execer) error {
 	for _, query := range []string{
-		"SELECT id, reservation_token FROM " + c.jobs + " WHERE 1 = 0",
+		"SELECT id, reservation_token, flow_name FROM " + c.jobs + " WHERE 1 = 0",
 		"SELECT id FROM " + c.failed + " WHERE 1 = 0",
 	} {
 		rows, err := ex.Query(ctx, query)

@@ -68,7 +68,7 @@ func (c *common) releaseIn(ctx context.Context, tx sqldb.Tx, h Held, delay int64
 	if giveBack {
 		token = giveBackToken + ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
 	}
-	set := "reserved_at = NULL, available_at = " + c.now + " + " + strconv.FormatInt(delay, 10) + ", reservation_token = " + token
+	set := unreserve + ", available_at = " + c.now + " + " + strconv.FormatInt(delay, 10) + ", reservation_token = " + token
 	res, err := tx.Exec(ctx, c.rebind("UPDATE "+c.jobs+" SET "+set+c.held), h.ID, h.Token, h.Attempts)
 	return err == nil && res.RowsAffected > 0, err
 }

@@ -35,6 +35,7 @@ type Dialect interface {
 	Bounded
 	Operator
 	ScheduleBook
+	FlowControl
 
 	// Name is "postgres", "mysql" or "sqlite".
 	Name() string
@@ -175,6 +176,8 @@ type JobRow struct {
 	Reserved               bool // ReservedAt is not NULL
 	AvailableAt, CreatedAt int64
 	Token                  int64
+	// Limited: the row runs under a concurrency limit (ClaimFlow took it).
+	Limited bool
 }
 
 // PushRow is one new row of jobs.
@@ -183,6 +186,9 @@ type PushRow struct {
 	Payload  []byte
 	Absolute bool  // At is a Unix time, not a delay
 	At       int64 // delay in seconds, or Unix time
+	// Flow and FlowKey are the limit the job runs under and its key
+	// there (FlowControl); Flow is empty for a job under no limit.
+	Flow, FlowKey string
 }
 
 // Due reports whether the row is due at once.

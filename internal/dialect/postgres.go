@@ -106,7 +106,7 @@ RETURNING jobs.id, jobs.reservation_token`
 	p.deleteOne = `DELETE FROM ` + c.jobs + ` AS jobs USING unnest($1::bigint[]) AS held(id)
 WHERE jobs.id = held.id AND jobs.reservation_token = $2 AND jobs.attempts = $3 AND (jobs.reserved_at + 0) IS NOT NULL
 RETURNING jobs.id, jobs.reservation_token`
-	p.releaseA = `UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
+	p.releaseA = `UPDATE ` + c.jobs + ` AS jobs SET ` + unreserve + `, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload)
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS held(id, token, attempts, delay, payload)
 WHERE jobs.id = held.id AND jobs.reservation_token = held.token AND jobs.attempts = held.attempts AND (jobs.reserved_at + 0) IS NOT NULL
@@ -115,7 +115,7 @@ RETURNING jobs.id, jobs.reservation_token`
 	readyArm, expiredArm := c.readyArms("q.name")
 	p.readyQueues = sqldb.Rebind("SELECT q.name FROM unnest(?::text[]) AS q(name) WHERE " + readyArm + " OR " + expiredArm)
 	e := c.errorsTable()
-	p.releaseErrA = `WITH rel AS (UPDATE ` + c.jobs + ` AS jobs SET reserved_at = NULL, available_at = ` + c.now + ` + held.delay,
+	p.releaseErrA = `WITH rel AS (UPDATE ` + c.jobs + ` AS jobs SET ` + unreserve + `, available_at = ` + c.now + ` + held.delay,
   payload = COALESCE(held.payload, jobs.payload),
   reservation_token = CASE WHEN held.error IS NULL THEN jobs.reservation_token ELSE jobs.reservation_token | ` + historyMark + ` END
 FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS held(id, token, attempts, delay, payload, error, worker)

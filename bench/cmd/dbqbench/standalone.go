@@ -20,7 +20,7 @@ import (
 // the other measurements: they load the database in ways that would
 // disturb those (an hour of churn, 10,000 queues, 16 processes, 1 MB
 // payloads).
-var standaloneMeasures = []string{"soak", "soak-plot", "width-queues", "procs", "payload"}
+var standaloneMeasures = []string{"soak", "soak-plot", "width-queues", "procs", "payload", "limits"}
 
 // standalone reports which standalone measurement -measure names, if any;
 // it must then be the only one.
@@ -71,6 +71,8 @@ func runStandalone(c *config, m string) {
 		run = runProcs
 	case "payload":
 		run = runPayload
+	case "limits":
+		run = runLimits
 	}
 	stopProfile, err := bench.CPUProfile(flag.Lookup("cpuprofile").Value.String())
 	if err != nil {

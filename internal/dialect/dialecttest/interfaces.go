@@ -23,6 +23,7 @@ var interfaces = []iface{
 	{reflect.TypeFor[dialect.Batches](), batchesTests},
 	{reflect.TypeFor[dialect.Bounded](), boundedTests},
 	{reflect.TypeFor[dialect.ErrorHistory](), historyTests},
+	{reflect.TypeFor[dialect.FlowControl](), flowControlTests},
 	{reflect.TypeFor[dialect.Limits](), limitsTests},
 	{reflect.TypeFor[dialect.Lookup](), lookupTests},
 	{reflect.TypeFor[dialect.Operator](), operatorTests},
