@@ -80,43 +80,35 @@ func (c Concurrency) check() error {
 	return nil
 }
 
-// flows is a Queue's knowledge of the limits: which it declared with
-// these caps, and whether any exists (so a worker on a database without
-// limits never runs the limited claim).
+// flows is a Queue's knowledge of the limits: whether any exists (so a
+// worker on a database without limits never runs the limited claim).
 type flows struct {
-	mu       sync.Mutex
-	declared map[string]dialect.Flow
-	any      bool
-	readAt   time.Time
+	mu     sync.Mutex
+	any    bool
+	readAt time.Time
 }
 
 // flowsEvery is how often a Queue that knows of no limit asks the
 // database whether one was declared.
 const flowsEvery = time.Second
 
-// declareFlows writes the caps of the limits rows use, once per Queue
-// for each set of caps, outside any caller's transaction.
+// declareFlows writes the caps of the limits jobs use, each once per
+// call, outside any caller's transaction. Every call reads them back
+// (one primary-key read a limit) rather than trusting an earlier call: a
+// limit whose row went missing would leave its jobs parked for good.
 func (q *Queue) declareFlows(ctx context.Context, jobs []NewJob) error {
+	var done []string
 	for _, j := range jobs {
-		if j.Concurrency == nil {
+		if j.Concurrency == nil || slices.Contains(done, j.Concurrency.Limit) {
 			continue
 		}
 		f := dialect.Flow{Name: j.Concurrency.Limit, PerKey: j.Concurrency.PerKey, Total: j.Concurrency.Total}
-		q.flows.mu.Lock()
-		known := q.flows.declared[f.Name] == f
-		q.flows.mu.Unlock()
-		if known {
-			continue
-		}
 		err := sqldb.Retry(ctx, func() error { return q.sql.DeclareFlow(ctx, q.db, f) })
 		if err != nil {
 			return sqldb.Wrap("declare concurrency limit "+f.Name, err)
 		}
+		done = append(done, f.Name)
 		q.flows.mu.Lock()
-		if q.flows.declared == nil {
-			q.flows.declared = map[string]dialect.Flow{}
-		}
-		q.flows.declared[f.Name] = f
 		q.flows.any = true
 		q.flows.mu.Unlock()
 	}
