@@ -90,11 +90,10 @@ func claimSkipsLockedRows(t *testing.T, s *suite) {
 	}
 }
 
-// Claims racing on one queue each take rows no other claim took, and
-// together take them all.
-func concurrentClaimsAreDisjoint(t *testing.T, s *suite) {
-	q := s.queue(t)
-	pushed := s.push(t, q, 40)
+// raceClaims runs claim in four goroutines at once until each comes back
+// empty, retrying what a worker retries, and returns the ids taken,
+// sorted.
+func raceClaims(t *testing.T, s *suite, what string, claim func() ([]dialect.JobRow, error)) []int64 {
 	var (
 		mu    sync.Mutex
 		taken []int64
@@ -105,11 +104,11 @@ func concurrentClaimsAreDisjoint(t *testing.T, s *suite) {
 			for {
 				var rows []dialect.JobRow
 				err := sqldb.Retry(s.ctx, func() (err error) {
-					rows, err = s.Dialect.Claim(s.ctx, s.DB, q, 3600, 3)
+					rows, err = claim()
 					return err
 				})
 				if err != nil {
-					t.Errorf("claim: %v", err)
+					t.Errorf("%s: %v", what, err)
 					return
 				}
 				if len(rows) == 0 {
@@ -123,6 +122,17 @@ func concurrentClaimsAreDisjoint(t *testing.T, s *suite) {
 	}
 	wg.Wait()
 	slices.Sort(taken)
+	return taken
+}
+
+// Claims racing on one queue each take rows no other claim took, and
+// together take them all.
+func concurrentClaimsAreDisjoint(t *testing.T, s *suite) {
+	q := s.queue(t)
+	pushed := s.push(t, q, 40)
+	taken := raceClaims(t, s, "claim", func() ([]dialect.JobRow, error) {
+		return s.Dialect.Claim(s.ctx, s.DB, q, 3600, 3)
+	})
 	if !slices.Equal(taken, pushed) {
 		t.Fatalf("four racing claims took %v, want each of %v once", taken, pushed)
 	}
@@ -242,34 +252,9 @@ func concurrentClaimQueuesAreDisjoint(t *testing.T, s *suite) {
 		pushed = append(pushed, s.push(t, q, 4)...)
 	}
 	slices.Sort(pushed)
-	var (
-		mu    sync.Mutex
-		taken []int64
-		wg    sync.WaitGroup
-	)
-	for range 4 {
-		wg.Go(func() {
-			for {
-				var rows []dialect.JobRow
-				err := sqldb.Retry(s.ctx, func() (err error) {
-					rows, err = s.Dialect.ClaimQueues(s.ctx, s.DB, queues, 3600, 5)
-					return err
-				})
-				if err != nil {
-					t.Errorf("claim queues: %v", err)
-					return
-				}
-				if len(rows) == 0 {
-					return
-				}
-				mu.Lock()
-				taken = append(taken, ids(rows)...)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	slices.Sort(taken)
+	taken := raceClaims(t, s, "claim queues", func() ([]dialect.JobRow, error) {
+		return s.Dialect.ClaimQueues(s.ctx, s.DB, queues, 3600, 5)
+	})
 	if !slices.Equal(taken, pushed) {
 		t.Fatalf("four racing claims took %v, want each of %v once", taken, pushed)
 	}
