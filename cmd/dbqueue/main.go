@@ -53,6 +53,8 @@ Queues:
   schedules [-json]                  periodic schedules as their schedulers record them:
                                      name, spec, next tick, last tick pushed and its job,
                                      when a scheduler last wrote it, and ok, late or unseen
+  limits [-json]                     concurrency limits: caps per key and in all, jobs
+                                     running and waiting, keys
   pause QUEUE | resume QUEUE         stop or let workers take jobs from QUEUE
   restart                            ask every worker to stop after its current jobs
   clear QUEUE [-force]               delete every job of QUEUE (asks to type the name)
@@ -265,6 +267,8 @@ func runConsole(ctx context.Context, args []string, con console) error {
 		err = c.stats(ctx, args)
 	case "schedules":
 		err = c.schedules(ctx, args)
+	case "limits":
+		err = c.limits(ctx, args)
 	case "jobs":
 		err = c.jobs(ctx, args)
 	case "failed":
