@@ -44,16 +44,17 @@ func declare(t *testing.T, s *suite, f dialect.Flow) {
 // names are kept byte for byte (a case-insensitive collation would merge
 // "A" and "a").
 func declareFlow(t *testing.T, s *suite) {
-	o := s.own(t)
-	declare(t, o, dialect.Flow{Name: "sync", PerKey: 1, Total: 20})
-	declare(t, o, dialect.Flow{Name: "sync", PerKey: 1, Total: 20}) // again: nothing to change
-	declare(t, o, dialect.Flow{Name: "Sync", PerKey: 3})
+	o := s // the suite's tables: each test names limits of its own
+	lower, upper := "sync-"+o.queue(t), "Sync-"+o.queue(t)
+	declare(t, o, dialect.Flow{Name: lower, PerKey: 1, Total: 20})
+	declare(t, o, dialect.Flow{Name: lower, PerKey: 1, Total: 20}) // again: nothing to change
+	declare(t, o, dialect.Flow{Name: upper, PerKey: 3})
 	got := flows(t, o, 3600)
-	if len(got) != 2 || got["sync"].PerKey != 1 || got["sync"].Total != 20 || got["Sync"].PerKey != 3 {
-		t.Fatalf("after declaring sync 1/20 and Sync 3: %+v", got)
+	if got[lower].PerKey != 1 || got[lower].Total != 20 || got[upper].PerKey != 3 {
+		t.Fatalf("after declaring %s 1/20 and %s 3: %+v", lower, upper, got)
 	}
-	declare(t, o, dialect.Flow{Name: "sync", PerKey: 2, Total: 5})
-	if f := flows(t, o, 3600)["sync"]; f.PerKey != 2 || f.Total != 5 {
+	declare(t, o, dialect.Flow{Name: lower, PerKey: 2, Total: 5})
+	if f := flows(t, o, 3600)[lower]; f.PerKey != 2 || f.Total != 5 {
 		t.Fatalf("after redeclaring sync 2/5: %+v", f)
 	}
 }
@@ -80,12 +81,13 @@ func insertLimited(t *testing.T, s *suite, queue, name string, keys []string, n 
 // and key, writes plain rows among them as Insert does, delays what is
 // delayed, and returns the ids in order.
 func insertFlow(t *testing.T, s *suite) {
-	o := s.own(t)
+	o := s // the suite's tables: limits named for this test alone
 	q := o.queue(t)
+	lim := "sync-" + q
 	ids, err := o.Dialect.InsertFlow(o.ctx, o.DB, []dialect.PushRow{
-		{Queue: q, Payload: payload(q, 0), Flow: "sync", FlowKey: "ключ"},
+		{Queue: q, Payload: payload(q, 0), Flow: lim, FlowKey: "ключ"},
 		{Queue: q, Payload: payload(q, 1)},
-		{Queue: q, Payload: payload(q, 2), Flow: "sync", At: 3600},
+		{Queue: q, Payload: payload(q, 2), Flow: lim, At: 3600},
 	})
 	if err != nil {
 		t.Fatalf("InsertFlow: %v", err)
@@ -93,7 +95,7 @@ func insertFlow(t *testing.T, s *suite) {
 	if len(ids) != 3 || !(ids[0] < ids[1] && ids[1] < ids[2]) {
 		t.Fatalf("InsertFlow returned ids %v, want three in push order", ids)
 	}
-	if n := o.int(t, "SELECT COUNT(*) FROM "+o.jobs()+" WHERE id = ? AND reserved_at = ? AND flow_name = 'sync' AND flow_key = ? AND available_at <= "+o.Dialect.Now(), ids[0], dialect.Parked, "ключ"); n != 1 {
+	if n := o.int(t, "SELECT COUNT(*) FROM "+o.jobs()+" WHERE id = ? AND reserved_at = ? AND flow_name = ? AND flow_key = ? AND available_at <= "+o.Dialect.Now(), ids[0], dialect.Parked, lim, "ключ"); n != 1 {
 		t.Error("the limited row is not parked, due, with its limit and key")
 	}
 	if n := o.int(t, "SELECT COUNT(*) FROM "+o.jobs()+" WHERE id = ? AND reserved_at IS NULL AND flow_name IS NULL", ids[1]); n != 1 {
@@ -110,15 +112,16 @@ func insertFlow(t *testing.T, s *suite) {
 
 // Flows counts a limit's jobs running and waiting and its keys.
 func readFlows(t *testing.T, s *suite) {
-	o := s.own(t)
+	o := s // the suite's tables: limits named for this test alone
 	q := o.queue(t)
-	declare(t, o, dialect.Flow{Name: "sync", PerKey: 1})
-	insertLimited(t, o, q, "sync", []string{"a", "b", "c"}, 5)
+	lim := "sync-" + q
+	declare(t, o, dialect.Flow{Name: lim, PerKey: 1})
+	insertLimited(t, o, q, lim, []string{"a", "b", "c"}, 5)
 	claimed, err := o.Dialect.ClaimFlow(o.ctx, o.DB, q, 3600, 10)
 	if err != nil || len(claimed) != 3 {
 		t.Fatalf("ClaimFlow: %d rows, %v; want 3 (one a key)", len(claimed), err)
 	}
-	f := flows(t, o, 3600)["sync"]
+	f := flows(t, o, 3600)[lim]
 	if f.Running != 3 || f.Waiting != 2 || f.Keys != 3 || f.PerKey != 1 {
 		t.Fatalf("Flows: %+v, want 3 running, 2 waiting over 3 keys", f)
 	}
@@ -128,10 +131,11 @@ func readFlows(t *testing.T, s *suite) {
 // running, caps the whole limit at its total, frees a place when a job
 // ends or its reservation expires, and returns rows as Claim does.
 func claimFlowPerKey(t *testing.T, s *suite) {
-	o := s.own(t)
+	o := s // the suite's tables: limits named for this test alone
 	q := o.queue(t)
-	declare(t, o, dialect.Flow{Name: "per2", PerKey: 2, Total: 3})
-	ids := insertLimited(t, o, q, "per2", []string{"a", "a", "a", "b", "b"}, 5) // a a a b b
+	lim := "per2-" + q
+	declare(t, o, dialect.Flow{Name: lim, PerKey: 2, Total: 3})
+	ids := insertLimited(t, o, q, lim, []string{"a", "a", "a", "b", "b"}, 5) // a a a b b
 	rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, q, 3600, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -172,10 +176,11 @@ func claimFlowPerKey(t *testing.T, s *suite) {
 // ClaimFlow in many transactions at once never starts more than a limit
 // allows: each claim counts after the claims before it committed.
 func claimFlowConcurrent(t *testing.T, s *suite) {
-	o := s.own(t)
+	o := s // the suite's tables: limits named for this test alone
 	q := o.queue(t)
-	declare(t, o, dialect.Flow{Name: "one", PerKey: 1, Total: 3})
-	insertLimited(t, o, q, "one", []string{"a", "b", "c", "d", "e"}, 50)
+	lim := "one-" + q
+	declare(t, o, dialect.Flow{Name: lim, PerKey: 1, Total: 3})
+	insertLimited(t, o, q, lim, []string{"a", "b", "c", "d", "e"}, 50)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -231,11 +236,12 @@ func rowIDs(rows []dialect.JobRow) []int64 {
 // job behind another key's thousands starts within a few claims, and
 // claims of one job go through the keys.
 func claimFlowTurns(t *testing.T, s *suite) {
-	o := s.own(t)
+	o := s // the suite's tables: limits named for this test alone
 	q := o.queue(t)
-	declare(t, o, dialect.Flow{Name: "turns", PerKey: 2})
-	big := insertLimited(t, o, q, "turns", []string{"big"}, 3000)
-	small := insertLimited(t, o, q, "turns", []string{"small"}, 1)
+	lim := "turns-" + q
+	declare(t, o, dialect.Flow{Name: lim, PerKey: 2})
+	big := insertLimited(t, o, q, lim, []string{"big"}, 3000)
+	small := insertLimited(t, o, q, lim, []string{"small"}, 1)
 	rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, q, 3600, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -248,9 +254,10 @@ func claimFlowTurns(t *testing.T, s *suite) {
 	// jobs in claim order, key by key, each key's in push order; a key
 	// at its limit is passed over.
 	r := o.queue(t)
-	declare(t, o, dialect.Flow{Name: "round", PerKey: 2})
-	ids := insertLimited(t, o, r, "round", []string{"a", "b", "c"}, 9) // a b c a b c a b c
-	want := []int64{ids[0], ids[3], ids[1], ids[4], ids[2], ids[5]}    // a1 a2 b1 b2 c1 c2; a3 waits: a has 2 running
+	lim2 := "round-" + r
+	declare(t, o, dialect.Flow{Name: lim2, PerKey: 2})
+	ids := insertLimited(t, o, r, lim2, []string{"a", "b", "c"}, 9) // a b c a b c a b c
+	want := []int64{ids[0], ids[3], ids[1], ids[4], ids[2], ids[5]} // a1 a2 b1 b2 c1 c2; a3 waits: a has 2 running
 	for i, id := range want {
 		rows, err := o.Dialect.ClaimFlow(o.ctx, o.DB, r, 3600, 1)
 		if err != nil {
